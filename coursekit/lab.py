@@ -1,0 +1,102 @@
+"""A lab as its ``lab.toml`` describes it: stages, modules, hints, weights and mutants.
+
+The data file is the single source of these facts; the CLI, the project's tests and the
+grader read them from here.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from coursekit.layout import lab_root
+
+
+@dataclass(frozen=True)
+class Replacement:
+    find: str
+    replace: str
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    stage: str
+    description: str
+    invariant: str
+    module: str  # path inside a practice directory, e.g. src/picourse/coding_tools/read.py
+    replacements: tuple[Replacement, ...]
+
+
+@dataclass(frozen=True)
+class Stage:
+    id: str  # "8.1"
+    marker: str  # "lab8_1"
+    title: str
+    modules: tuple[str, ...]
+    tests: str  # the stage's test file, relative to the lab's tests/ folder
+    weight: float
+    optional: bool
+    hints: tuple[str, ...]
+    mutants: tuple[Mutant, ...]
+
+
+@dataclass(frozen=True)
+class Lab:
+    root: Path
+    chapter: str
+    title: str
+    stages: tuple[Stage, ...]
+
+    @property
+    def tests_dir(self) -> Path:
+        return self.root / "tests"
+
+    def stage(self, stage_id: str) -> Stage:
+        for stage in self.stages:
+            if stage.id == stage_id:
+                return stage
+        known = ", ".join(s.id for s in self.stages)
+        raise KeyError(f"Unknown stage {stage_id!r}; this lab has {known}.")
+
+    def stages_before(self, stage_id: str) -> tuple[Stage, ...]:
+        ids = [s.id for s in self.stages]
+        return self.stages[: ids.index(self.stage(stage_id).id)]
+
+    @property
+    def lab_modules(self) -> tuple[str, ...]:
+        """Every module a student writes (what a graded submission contributes)."""
+        return tuple(module for stage in self.stages for module in stage.modules)
+
+
+def load_lab(chapter: str = "08") -> Lab:
+    root = lab_root(chapter)
+    data = tomllib.loads((root / "lab.toml").read_text(encoding="utf-8"))
+    stages = []
+    for raw in data["stages"]:
+        mutants = tuple(
+            Mutant(
+                name=m["name"],
+                stage=raw["id"],
+                description=m["description"],
+                invariant=m["invariant"],
+                module=m["module"],
+                replacements=tuple(Replacement(r["find"], r["replace"]) for r in m["replace"]),
+            )
+            for m in raw.get("mutants", [])
+        )
+        stages.append(
+            Stage(
+                id=raw["id"],
+                marker=raw["marker"],
+                title=raw["title"],
+                modules=tuple(raw["modules"]),
+                tests=raw["tests"],
+                weight=float(raw["weight"]),
+                optional=bool(raw.get("optional", False)),
+                hints=tuple(raw.get("hints", ())),
+                mutants=mutants,
+            )
+        )
+    return Lab(root, data["lab"]["chapter"], data["lab"]["title"], tuple(stages))

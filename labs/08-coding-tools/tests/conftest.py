@@ -1,0 +1,40 @@
+"""Markers and fixtures of the Lab 8 tests. Keep this file as it is: grading uses its own copy."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+STAGES = {
+    "lab8_1": "Lab 8.1 read: bounded line windows",
+    "lab8_2": "Lab 8.2 paths: workspace containment",
+    "lab8_3": "Lab 8.3 write: atomic replace and the mutation queue",
+    "lab8_4": "Lab 8.4 edit: exact batched replacements",
+    "lab8_5": "Lab 8.5 bash: a process group to one bounded end",
+    "lab8_6": "Lab 8.6 loop: the tools through the agent loop",
+}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for marker, title in STAGES.items():
+        config.addinivalue_line("markers", f"{marker}: {title}")
+    config.addinivalue_line(
+        "markers", "challenge: proves more than the chapter asks; optional, scored as a bonus"
+    )
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    """An empty workspace directory; `outside` is its sibling, for escape attempts."""
+    root = tmp_path / "workspace"
+    root.mkdir()
+    return root
+
+
+@pytest.fixture
+def outside(tmp_path: Path) -> Path:
+    root = tmp_path / "outside"
+    root.mkdir()
+    (root / "secret.txt").write_text("TOP SECRET\n")
+    return root

@@ -1,0 +1,104 @@
+"""Lab 8.2 — one resolver keeps read, write and edit inside the workspace.
+
+Write and edit arrive in 8.3 and 8.4; their own tests prove they use this resolver too.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from lab_helpers import call_now, text_of
+from picourse.coding_tools import CodingToolOptions, WorkspaceEscapeError, create_coding_tools
+from picourse.coding_tools.paths import resolve_path
+
+pytestmark = pytest.mark.lab8_2
+
+
+def refused(out, why: str = "escapes the workspace") -> None:  # type: ignore[no-untyped-def]
+    assert out.is_error, "a path that leaves the workspace must be refused"
+    assert why in text_of(out), f"the refusal must say {why!r}, got: {text_of(out)}"
+    assert "TOP SECRET" not in text_of(out), "nothing outside the workspace may be read"
+
+
+def test_relative_and_absolute_paths_inside_the_workspace_are_allowed(workspace: Path) -> None:
+    (workspace / "sub").mkdir()
+    (workspace / "sub" / "a.txt").write_text("inside\n")
+    registry = create_coding_tools(workspace)
+    for path in ("sub/a.txt", str(workspace / "sub" / "a.txt"), "sub/../sub/a.txt"):
+        out = call_now(registry, "read", path=path)
+        assert not out.is_error and "inside" in text_of(out), (
+            f"{path!r} stays inside the workspace and must be readable"
+        )
+
+
+@pytest.mark.parametrize("path", ["../outside/secret.txt", "sub/../../outside/secret.txt"])
+def test_dot_dot_out_of_the_workspace_is_refused(workspace: Path, outside: Path, path: str) -> None:
+    (workspace / "sub").mkdir()
+    refused(call_now(create_coding_tools(workspace), "read", path=path))
+
+
+def test_an_absolute_path_outside_is_refused(workspace: Path, outside: Path) -> None:
+    refused(call_now(create_coding_tools(workspace), "read", path=str(outside / "secret.txt")))
+
+
+def test_a_sibling_that_shares_the_workspace_name_prefix_is_outside(workspace: Path) -> None:
+    evil = workspace.parent / (workspace.name + "-evil")
+    evil.mkdir()
+    (evil / "secret.txt").write_text("TOP SECRET\n")
+    refused(call_now(create_coding_tools(workspace), "read", path=str(evil / "secret.txt")))
+
+
+def test_a_symlinked_file_pointing_out_is_refused(workspace: Path, outside: Path) -> None:
+    os.symlink(outside / "secret.txt", workspace / "innocent.txt")
+    refused(call_now(create_coding_tools(workspace), "read", path="innocent.txt"), "symlink")
+
+
+def test_a_symlinked_directory_pointing_out_is_refused(workspace: Path, outside: Path) -> None:
+    os.symlink(outside, workspace / "docs")
+    out = call_now(create_coding_tools(workspace), "read", path="docs/secret.txt")
+    refused(out, "symlink")
+    assert "escapes the workspace" in text_of(out)
+
+
+def test_a_new_file_behind_a_symlinked_directory_is_refused(workspace: Path, outside: Path) -> None:
+    os.symlink(outside, workspace / "docs")
+    options = CodingToolOptions(str(workspace))
+    with pytest.raises(WorkspaceEscapeError, match="symlink"):
+        resolve_path(options, "docs/new-dir/new.txt")  # judged by its nearest existing ancestor
+
+
+def test_a_dangling_symlink_pointing_out_is_refused(workspace: Path, outside: Path) -> None:
+    os.symlink(outside / "not-yet.txt", workspace / "later.txt")
+    with pytest.raises(WorkspaceEscapeError, match="symlink"):
+        resolve_path(CodingToolOptions(str(workspace)), "later.txt")
+
+
+def test_symlinks_that_stay_inside_are_allowed(workspace: Path) -> None:
+    (workspace / "real").mkdir()
+    (workspace / "real" / "a.txt").write_text("inside\n")
+    os.symlink(workspace / "real", workspace / "alias")
+    out = call_now(create_coding_tools(workspace), "read", path="alias/a.txt")
+    assert not out.is_error, "a symlink to a place inside the workspace must be allowed"
+
+
+def test_a_workspace_reached_through_a_symlink_still_works(tmp_path: Path) -> None:
+    real = tmp_path / "real-ws"
+    real.mkdir()
+    (real / "a.txt").write_text("inside\n")
+    os.symlink(real, tmp_path / "ws-link")
+    out = call_now(create_coding_tools(tmp_path / "ws-link"), "read", path="a.txt")
+    assert not out.is_error, (
+        "when the workspace itself is a symlink, compare real paths on both sides"
+    )
+
+
+def test_unrestricted_mode_does_not_check(workspace: Path, outside: Path) -> None:
+    path = str(outside / "secret.txt")
+    refused(call_now(create_coding_tools(workspace, "workspace"), "read", path=path))
+    out = call_now(create_coding_tools(workspace, "unrestricted"), "read", path=path)
+    assert not out.is_error and "TOP SECRET" in text_of(out), (
+        "containment='unrestricted' must not refuse paths outside the workspace"
+    )

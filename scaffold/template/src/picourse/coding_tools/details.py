@@ -1,0 +1,46 @@
+"""What each tool reports besides its text: the fields are part of the course contract."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ReadDetails:
+    path: str  # cwd joined with the argument (not the symlink-resolved path)
+    bytes: int  # the file's size
+    lines: int  # the file's total number of lines
+    start_line: int  # the offset asked for
+    end_line: int  # the last line shown; start_line - 1 when none
+    truncated: bool  # lines remain after the window
+
+
+@dataclass(frozen=True)
+class WriteDetails:
+    path: str
+    bytes: int  # UTF-8 bytes written
+
+
+@dataclass(frozen=True)
+class EditDetails:
+    path: str
+    old_bytes: int
+    new_bytes: int
+    edits: int  # how many replacements were applied
+
+
+@dataclass(frozen=True)
+class BashDetails:
+    command: str
+    exit_code: int | None  # None when the process was killed by a signal or never started
+    timed_out: bool
+    aborted: bool
+    truncated: bool
+
+
+@dataclass(frozen=True)
+class Edit:
+    """One exact replacement: ``old_text`` must occur exactly once when its turn comes."""
+
+    old_text: str
+    new_text: str

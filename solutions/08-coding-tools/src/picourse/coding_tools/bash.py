@@ -1,0 +1,251 @@
+"""Lab 8.5 (reference): run a command to exactly one bounded end.
+
+bash runs in a new session, so it leads its own process group. The call ends in one of:
+success, non-zero exit, timeout, abort, or not started at all. On timeout and abort the
+group gets SIGTERM, a short grace, then SIGKILL; on every ending, whatever is left of the
+group and any descendant that escaped it with setsid (found by a marker in its
+environment) is killed before the call returns. Timer and abort listener are removed on
+every path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import secrets
+import signal as signals
+import subprocess
+import time
+from typing import Any
+
+import psutil
+
+from picourse.abort import AbortSignal
+from picourse.coding_tools.details import BashDetails
+from picourse.coding_tools.options import CodingToolOptions
+from picourse.coding_tools.output_budget import OutputBudget
+from picourse.messages import text
+from picourse.tool import ToolOutput
+
+KILL_GRACE_SECONDS = 1.0
+# After the group is killed, an escaped process that hid from the sweep could still hold
+# a pipe open; stop reading after this long instead of waiting forever.
+DRAIN_AFTER_KILL_SECONDS = 2.0
+RUN_MARKER = "PICOURSE_BASH_RUN"
+
+# A word that starts with /, ~/ or ../ at the start or after whitespace or ;&|<>().
+_OUTSIDE_WORD = re.compile(r"(?:^|[\s;&|<>()])((?:/|~/|\.\./)\S*)")
+
+
+def find_guardrail_violation(command: str) -> str | None:
+    """The first word that names a path outside the workspace, if any."""
+    match = _OUTSIDE_WORD.search(command)
+    return match.group(1) if match else None
+
+
+async def run_bash(
+    options: CodingToolOptions, command: str, *, signal: AbortSignal | None = None
+) -> ToolOutput:
+    def details(
+        exit_code: int | None = None,
+        timed_out: bool = False,
+        aborted: bool = False,
+        truncated: bool = False,
+    ) -> BashDetails:
+        return BashDetails(command, exit_code, timed_out, aborted, truncated)
+
+    if options.containment == "workspace":
+        word = find_guardrail_violation(command)
+        if word is not None:
+            return ToolOutput.error(
+                f"Command refused by the workspace guardrail: {word!r} names a path outside "
+                "the workspace (absolute, ~/ or ../). Use paths relative to the workspace. "
+                "The command was not run.",
+                details(),
+            )
+    if signal is not None and signal.aborted:
+        return ToolOutput.error("Command not started: the run was aborted.", details(aborted=True))
+
+    loop = asyncio.get_running_loop()
+    budget = OutputBudget(options.max_bash_output_bytes)
+    marker = secrets.token_hex(8)
+    started = time.time()
+    try:
+        transport, protocol = await loop.subprocess_exec(
+            lambda: _BashProtocol(budget, loop),
+            "bash",
+            "-c",
+            command,
+            cwd=options.cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            env={**os.environ, RUN_MARKER: marker},
+        )
+    except OSError as error:
+        return ToolOutput.error(
+            f"Could not start bash in {options.cwd}: {error.strerror or error}. Check that the "
+            "workspace directory exists and bash is installed.",
+            details(),
+        )
+    run = _Run(transport.get_pid(), marker, started)
+    ending: asyncio.Future[str] = loop.create_future()
+
+    def end_with(reason: str) -> None:
+        if not ending.done():
+            ending.set_result(reason)
+
+    timer = loop.call_later(options.bash_timeout_ms / 1000, end_with, "timeout")
+    # The abort may come from another thread; hop onto the loop before touching the future.
+    remove_listener = (
+        signal.add_listener(lambda: loop.call_soon_threadsafe(end_with, "abort"))
+        if signal is not None
+        else _nothing
+    )
+    try:
+        first: set[asyncio.Future[Any]] = {protocol.exited, ending}
+        await asyncio.wait(first, return_when=asyncio.FIRST_COMPLETED)
+        # Exactly one ending: if the shell exited first, a late timer or abort is moot.
+        reason = "exit" if protocol.exited.done() else ending.result()
+        await run.end(protocol.exited, graceful=reason != "exit")
+        await asyncio.wait({protocol.pipes_closed}, timeout=DRAIN_AFTER_KILL_SECONDS)
+    finally:
+        timer.cancel()
+        remove_listener()
+        if not protocol.exited.done():
+            run.kill_everything()  # cancelled from outside: no grace
+        transport.close()
+
+    code = transport.get_returncode()
+    exit_code = code if code is not None and code >= 0 else None
+    timed_out, aborted = reason == "timeout", reason == "abort"
+    outcome = _outcome(exit_code, code, timed_out, aborted, options.bash_timeout_ms)
+    succeeded = exit_code == 0 and not timed_out and not aborted
+    prefix = "" if succeeded else f"[{outcome}]\n"
+    output, truncated = budget.render(reserve=len(prefix.encode()))
+    body = prefix + output if output else f"(no output, {outcome})"
+    return ToolOutput(
+        [text(body)], details(exit_code, timed_out, aborted, truncated), is_error=not succeeded
+    )
+
+
+def _outcome(
+    exit_code: int | None, code: int | None, timed_out: bool, aborted: bool, timeout_ms: int
+) -> str:
+    if timed_out:
+        return (
+            f"timed out after {timeout_ms / 1000:g}s; the process group was terminated. "
+            "Make the command finish sooner or run less at once"
+        )
+    if aborted:
+        return "aborted; the process group was terminated"
+    if exit_code is None:
+        return f"killed by signal {-(code or 0)}"
+    return f"exit {exit_code}"
+
+
+class _BashProtocol(asyncio.SubprocessProtocol):
+    """Feeds both pipes into the budget as data arrives (so neither pipe can fill up and
+    block the child) and tells apart the shell's exit from the pipes' end: a background
+    process may hold the pipes open long after the shell is gone."""
+
+    def __init__(self, budget: OutputBudget, loop: asyncio.AbstractEventLoop) -> None:
+        self.budget = budget
+        self.exited: asyncio.Future[None] = loop.create_future()
+        self.pipes_closed: asyncio.Future[None] = loop.create_future()
+        self._open_pipes = {1, 2}
+
+    def pipe_data_received(self, fd: int, data: bytes) -> None:
+        self.budget.add(data)
+
+    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
+        self._open_pipes.discard(fd)
+        if not self._open_pipes and not self.pipes_closed.done():
+            self.pipes_closed.set_result(None)
+
+    def process_exited(self) -> None:
+        if not self.exited.done():
+            self.exited.set_result(None)
+
+
+class _Run:
+    """One started command: its process group and the marker its descendants inherit."""
+
+    def __init__(self, pid: int, marker: str, started: float) -> None:
+        self.group = pid  # start_new_session: bash leads its own group
+        self.marker = marker
+        self.started = started
+
+    async def end(self, exited: asyncio.Future[None], *, graceful: bool) -> None:
+        """Stop the command; return once the shell is reaped and everything else is gone."""
+        if graceful:
+            self._signal_group(signals.SIGTERM)
+            await asyncio.wait({exited}, timeout=KILL_GRACE_SECONDS)
+        for _ in range(_SWEEPS):
+            victims = self.kill_everything()
+            await exited
+            await _until_gone(victims)
+            if not victims:
+                break
+
+    def kill_everything(self) -> list[psutil.Process]:
+        """SIGKILL the group and every marked process; idempotent. Returns what was hit."""
+        victims = self._marked()
+        self._signal_group(signals.SIGKILL)
+        for process in victims:
+            with contextlib.suppress(psutil.Error):
+                process.kill()
+        return victims
+
+    def _signal_group(self, signum: int) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.group, signum)
+
+    def _marked(self) -> list[psutil.Process]:
+        """Live processes started during this run that carry its marker. A descendant that
+        left the group with setsid still inherited the marker."""
+        found = []
+        me = os.getpid()
+        for process in psutil.process_iter(["create_time", "status"]):
+            try:
+                if (
+                    process.pid == me
+                    or process.info["status"] == psutil.STATUS_ZOMBIE
+                    or process.info["create_time"] < self.started - 1
+                ):
+                    continue
+                if process.environ().get(RUN_MARKER) == self.marker:
+                    found.append(process)
+            except psutil.Error:
+                continue
+        return found
+
+
+# A process may fork while it is being killed; sweep again until a sweep finds nothing.
+_SWEEPS = 5
+_GONE_TIMEOUT_SECONDS = 5.0
+
+
+async def _until_gone(processes: list[psutil.Process]) -> None:
+    """Wait until each process is gone or a zombie (SIGKILL cannot be ignored, but its
+    delivery is not instant)."""
+    deadline = time.monotonic() + _GONE_TIMEOUT_SECONDS
+    pending = list(processes)
+    while pending and time.monotonic() < deadline:
+        pending = [p for p in pending if _alive(p)]
+        if pending:
+            await asyncio.sleep(0.005)
+
+
+def _alive(process: psutil.Process) -> bool:
+    try:
+        return process.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def _nothing() -> None:
+    return None

@@ -1,0 +1,171 @@
+"""Lab 8.1 (reference): read a bounded window of numbered lines, streaming.
+
+The file is scanned once in fixed-size chunks: lines before the window are only counted,
+lines of the window are kept (never more than ``max_read_bytes`` of them, even when a
+single line is huge), and lines after it are only counted. Memory is bounded by the
+window, not by the file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from dataclasses import dataclass
+
+from picourse.coding_tools.details import ReadDetails
+from picourse.coding_tools.errors import PathError, describe_os_error
+from picourse.coding_tools.options import CodingToolOptions
+from picourse.coding_tools.paths import resolve_path
+from picourse.tool import ToolOutput
+
+_CHUNK_BYTES = 1 << 20
+_BINARY_SNIFF_BYTES = 8192
+
+
+async def read_file(
+    options: CodingToolOptions, path: str, *, offset: int = 1, limit: int | None = None
+) -> ToolOutput:
+    try:
+        absolute = resolve_path(options, path)
+    except PathError as error:
+        return ToolOutput.error(str(error))
+    max_lines = min(limit, options.max_read_lines) if limit else options.max_read_lines
+    try:
+        # Blocking file I/O runs in a worker thread so the event loop stays responsive.
+        scan = await asyncio.to_thread(_scan, absolute, offset, max_lines, options.max_read_bytes)
+    except OSError as error:
+        return ToolOutput.error(describe_os_error(path, error, action="read"))
+    except _ReadRefused as refusal:
+        return ToolOutput.error(f"Cannot read {path}: {refusal}")
+    return _render(path, absolute, offset, scan, options.max_read_bytes)
+
+
+@dataclass
+class _Scan:
+    size: int
+    total: int
+    window: list[bytes]  # candidate lines (without '\n'), before the notice is accounted for
+
+
+class _ReadRefused(Exception):
+    pass
+
+
+def _prefix(number: int) -> str:
+    return f"{number:>4}│ "
+
+
+def _cost(number: int, line: bytes | bytearray, first: bool) -> int:
+    """UTF-8 bytes a line adds to the body, counting the '\\n' that joins it to the previous."""
+    return len(_prefix(number).encode()) + len(line) + (0 if first else 1)
+
+
+def _scan(path: str, offset: int, max_lines: int, max_bytes: int) -> _Scan:
+    with open(path, "rb") as file:
+        size = os.fstat(file.fileno()).st_size
+        chunk = file.read(_BINARY_SNIFF_BYTES)
+        if b"\0" in chunk:
+            raise _ReadRefused(
+                "it looks like a binary file (it contains NUL bytes). Inspect it with bash, "
+                "for example `file <path>` or `xxd <path> | head`."
+            )
+        line = 1  # number of the line that starts at `pos`
+        window: list[bytes] = []
+        used = 0
+        pending = bytearray()  # the window line being assembled, capped at max_bytes + 1
+        collecting = offset == 1
+        counting_only = False
+        last = b""
+        while chunk:
+            last = chunk[-1:]
+            pos, end = 0, len(chunk)
+            while pos < end:
+                if counting_only:
+                    line += chunk.count(b"\n", pos)
+                    break
+                if not collecting:
+                    need = offset - line
+                    newlines = chunk.count(b"\n", pos)
+                    if newlines < need:
+                        line += newlines
+                        break
+                    for _ in range(need):
+                        pos = chunk.index(b"\n", pos) + 1
+                    line += need
+                    collecting = True
+                    continue
+                newline = chunk.find(b"\n", pos)
+                stop = end if newline < 0 else newline
+                room = max_bytes + 1 - len(pending)
+                if room > 0:
+                    pending += chunk[pos : min(stop, pos + room)]
+                if newline < 0:
+                    break
+                # Line `line` is complete: it joins the window if it fits, else the window ends.
+                cost = _cost(line, pending, not window)
+                if used + cost > max_bytes:
+                    counting_only = True
+                else:
+                    window.append(bytes(pending))
+                    used += cost
+                    counting_only = len(window) >= max_lines
+                pending.clear()
+                line += 1
+                pos = newline + 1
+            chunk = file.read(_CHUNK_BYTES)
+        unterminated = last not in (b"", b"\n")
+        if unterminated and collecting and not counting_only:
+            cost = _cost(line, pending, not window)
+            if len(window) < max_lines and used + cost <= max_bytes:
+                window.append(bytes(pending))
+        total = line if unterminated else line - 1
+        return _Scan(size, total, window)
+
+
+def _render(path: str, absolute: str, offset: int, scan: _Scan, max_bytes: int) -> ToolOutput:
+    total = scan.total
+    if offset > max(total, 1):
+        return ToolOutput.error(
+            f"offset={offset} is beyond the end of the file ({total} lines). "
+            f"Use an offset between 1 and {max(total, 1)}."
+        )
+    try:
+        lines = [raw.decode("utf-8") for raw in scan.window]
+    except UnicodeDecodeError as error:
+        return ToolOutput.error(
+            f"Cannot read {path}: it is not valid UTF-8 text ({error.reason} near line "
+            f"{offset + _bad_line(scan.window)}). It may be binary or in another encoding; "
+            "inspect it with bash, for example `file <path>`."
+        )
+    # Drop lines from the end until body and notice fit together: a shorter window can
+    # only make the notice shorter, so this settles on the longest complete window.
+    while True:
+        end_line = offset + len(lines) - 1
+        body = "\n".join(_prefix(offset + i) + line for i, line in enumerate(lines))
+        truncated = end_line < total
+        if truncated:
+            notice = (
+                f"[Showing lines {offset}-{end_line} of {total}; "
+                f"continue with offset={end_line + 1}]"
+            )
+            body = f"{body}\n\n{notice}" if lines else notice
+        if len(body.encode()) <= max_bytes and (lines or total == 0):
+            break
+        if not lines:
+            return ToolOutput.error(
+                f"max_read_bytes={max_bytes} is too small to return a complete line starting "
+                f"at line {offset}. Read that line with bash instead, for example "
+                f"`sed -n '{offset}p' <path> | cut -c1-2000`."
+            )
+        lines.pop()
+    details = ReadDetails(absolute, scan.size, total, offset, end_line, truncated)
+    return ToolOutput.of_text(body, details)
+
+
+def _bad_line(window: list[bytes]) -> int:
+    for index, raw in enumerate(window):
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return index
+    return 0

@@ -1,0 +1,78 @@
+"""The lab tests against the reference solution, the stubs and every catalogued mutant.
+
+The equivalent of `rustlings dev check`: every stage fails unsolved (with its own
+NotImplementedError only), passes solved, and kills each of its mutants.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from coursekit import Lab, load_lab
+
+from .labrun import Outcome, build, render_base, run_lab_tests
+
+pytestmark = pytest.mark.slow
+LAB = load_lab("08")
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return render_base(LAB, tmp_path_factory.mktemp("base") / "practice")
+
+
+def stage_of(outcomes: dict[str, Outcome], lab: Lab, stage_id: str) -> dict[str, Outcome]:
+    module = lab.stage(stage_id).tests.removesuffix(".py")
+    return {name: o for name, o in outcomes.items() if name.split("::")[0].endswith(module)}
+
+
+def test_the_solution_passes_every_lab_test(base: Path, tmp_path: Path) -> None:
+    solved = build(LAB, base, tmp_path / "solved", [s.id for s in LAB.stages])
+    outcomes = run_lab_tests(solved)
+    failed = {name: o.message[:300] for name, o in outcomes.items() if not o.passed}
+    assert not failed, f"the reference solution fails lab tests: {failed}"
+    for stage in LAB.stages:
+        assert stage_of(outcomes, LAB, stage.id), f"stage {stage.id} has no tests"
+    assert len(outcomes) >= 90
+
+
+@pytest.mark.parametrize("stage_id", [s.id for s in LAB.stages])
+def test_each_stage_fails_on_its_stub_alone(base: Path, tmp_path: Path, stage_id: str) -> None:
+    earlier = [s.id for s in LAB.stages_before(stage_id)]
+    directory = build(LAB, base, tmp_path / "staged", earlier)
+    outcomes = run_lab_tests(directory)
+    for done in earlier:
+        broken = [n for n, o in stage_of(outcomes, LAB, done).items() if not o.passed]
+        assert not broken, f"stage {done} must stay green when {stage_id} is a stub: {broken}"
+    current = stage_of(outcomes, LAB, stage_id)
+    assert current, f"no tests found for stage {stage_id}"
+    marker = f"NotImplementedError: Lab {stage_id}"
+    for name, outcome in current.items():
+        assert not outcome.passed, f"{name} passes against the stub: it cannot fail"
+        assert marker in outcome.message, (
+            f"{name} must fail with {marker!r} only, not: {outcome.message[:400]}"
+        )
+
+
+def test_every_catalogued_mutant_is_killed(base: Path, tmp_path: Path) -> None:
+    everything = [s.id for s in LAB.stages]
+    mutants = [m for s in LAB.stages for m in s.mutants]
+    assert all(len(s.mutants) >= 4 for s in LAB.stages if s.id <= "8.5"), (
+        "stages 8.1-8.5 need at least four mutants each"
+    )
+
+    def survivors_of(index: int) -> str | None:
+        mutant = mutants[index]
+        directory = build(LAB, base, tmp_path / f"m{index}", everything, mutant)
+        stage = LAB.stage(mutant.stage)
+        outcomes = run_lab_tests(directory, marker=stage.marker)
+        if all(o.passed for o in outcomes.values()):
+            return f"{mutant.stage} {mutant.name} ({mutant.invariant})"
+        return None
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        survivors = [s for s in pool.map(survivors_of, range(len(mutants))) if s]
+    assert not survivors, f"mutants that no test kills (a missing test): {survivors}"

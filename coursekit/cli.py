@@ -1,7 +1,7 @@
 """practice.py: make a practice directory and work through its stages.
 
-    python practice.py 08 DIR [--solution]     create a practice directory
-    python practice.py status|check|hint|reset|watch|break ...   (see --help)
+python practice.py 08 DIR [--solution]     create a practice directory
+python practice.py status|check|hint|reset|watch|break ...   (see --help)
 """
 
 from __future__ import annotations
@@ -24,8 +24,11 @@ def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if args and args[0].isdigit():
         return _new(args)
-    parser = argparse.ArgumentParser(prog="practice.py", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="practice.py",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.parse_args(args)
     parser.print_help()
     return 2
@@ -37,8 +40,9 @@ def _new(args: list[str]) -> int:
     )
     parser.add_argument("chapter", help="chapter number, e.g. 08")
     parser.add_argument("directory", type=Path, help="a new directory outside the course repo")
-    parser.add_argument("--solution", action="store_true",
-                        help="instructors: include the reference solution")
+    parser.add_argument(
+        "--solution", action="store_true", help="instructors: include the reference solution"
+    )
     options = parser.parse_args(args)
     try:
         lab = load_lab(options.chapter)

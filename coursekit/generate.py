@@ -23,7 +23,9 @@ class GenerateError(Exception):
 def create_practice_dir(lab: Lab, destination: Path, *, solution: bool = False) -> Path:
     target = destination.expanduser().absolute()
     if target.exists() or target.is_symlink():
-        raise GenerateError(f"{target} already exists. Choose a new directory; nothing was changed.")
+        raise GenerateError(
+            f"{target} already exists. Choose a new directory; nothing was changed."
+        )
     if target.resolve().is_relative_to(COURSE_ROOT):
         raise GenerateError(
             f"{target} lies inside the course repository. Practise outside it, e.g. ../lab08."
@@ -71,11 +73,17 @@ def learning_guide(lab: Lab, directory: Path, solution: bool) -> str:
         "meant for instructors."
         if solution
         else "This directory holds no answers: each module you write is a stub that raises "
-        "`NotImplementedError(\"Lab 8.x ... is not implemented yet\")`."
+        '`NotImplementedError("Lab 8.x ... is not implemented yet")`.'
     )
     return LEARNING_TEMPLATE.format(
-        chapter=lab.chapter, title=lab.title, answers=answers, rows=rows,
-        python=python, practice=practice, directory=directory, handout=handout,
+        chapter=lab.chapter,
+        title=lab.title,
+        answers=answers,
+        rows=rows,
+        python=python,
+        practice=practice,
+        directory=directory,
+        handout=handout,
         handout_zh=handout.with_name("README.zh-CN.md"),
     )
 

@@ -213,3 +213,24 @@ def test_a_window_of_a_huge_file_uses_memory_bounded_by_the_window(workspace: Pa
         f"reading a window of a 300 MB file allocated {peak / 2**20:.0f} MiB at peak: stream it "
         "in chunks instead of loading the file"
     )
+
+
+@pytest.mark.challenge
+def test_a_file_changed_between_reads_is_read_afresh(workspace: Path) -> None:
+    # Several MB, so that an implementation that remembers line positions would use them.
+    path = workspace / "log.txt"
+    lines = [f"{n:07d} " + "a" * 60 for n in range(60_000)]
+    path.write_text("\n".join(lines) + "\n")
+    registry = tools(workspace)
+    before = call_now(registry, "read", path="log.txt", offset=59_990)
+    assert before.details.lines == 60_000
+    data = bytearray(path.read_bytes())
+    for at in range(100, len(data) // 2, 997):  # same size, different line breaks
+        data[at] = ord("\n")
+    path.write_bytes(bytes(data))
+    expected = bytes(data).decode().split("\n")[:-1]
+    after = call_now(registry, "read", path="log.txt", offset=len(expected) - 5)
+    assert after.details.lines == len(expected), (
+        "a file rewritten between two reads must be counted again, not from memory"
+    )
+    assert text_of(after).split("\n")[0] == f"{len(expected) - 5:>4}│ {expected[-6]}"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import os
 import re
 import secrets
@@ -34,6 +35,7 @@ KILL_GRACE_SECONDS = 1.0
 # a pipe open; stop reading after this long instead of waiting forever.
 DRAIN_AFTER_KILL_SECONDS = 2.0
 RUN_MARKER = "PICOURSE_BASH_RUN"
+_PIPE_BYTES = 1 << 20
 
 # A word that starts with /, ~/ or ../ at the start or after whitespace or ;&|<>().
 _OUTSIDE_WORD = re.compile(r"(?:^|[\s;&|<>()])((?:/|~/|\.\./)\S*)")
@@ -157,6 +159,16 @@ class _BashProtocol(asyncio.SubprocessProtocol):
         self.exited: asyncio.Future[None] = loop.create_future()
         self.pipes_closed: asyncio.Future[None] = loop.create_future()
         self._open_pipes = {1, 2}
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # Bigger pipes (Linux): fewer, larger reads per loop wake-up for chatty commands.
+        if hasattr(fcntl, "F_SETPIPE_SZ") and isinstance(transport, asyncio.SubprocessTransport):
+            for fd in (1, 2):
+                pipe = transport.get_pipe_transport(fd)
+                handle = pipe.get_extra_info("pipe") if pipe is not None else None
+                if handle is not None:
+                    with contextlib.suppress(OSError):
+                        fcntl.fcntl(handle.fileno(), fcntl.F_SETPIPE_SZ, _PIPE_BYTES)
 
     def pipe_data_received(self, fd: int, data: bytes) -> None:
         self.budget.add(data)

@@ -41,15 +41,17 @@ async def edit_file(options: CodingToolOptions, path: str, edits: list[Edit]) ->
         with open(key, "rb") as file:
             original = file.read()
         try:
-            text = original.decode("utf-8")
+            original.decode("utf-8")  # validate only: matching works on the bytes
         except UnicodeDecodeError as error:
             raise _EditRefused(
                 f"Cannot edit {path}: it is not valid UTF-8 text ({error.reason}). Use write "
                 "to replace it, or bash for binary files."
             ) from None
+        # UTF-8 is self-synchronising: an encoded old_text matches the encoded file exactly
+        # where the text matches the text, so no decode/encode round trip is needed.
+        updated = original
         for index, edit in enumerate(edits):
-            text = _replace_once(text, edit, index, path)
-        updated = text.encode("utf-8")
+            updated = _replace_once(updated, edit, index, path)
         write_atomic(key, updated)
         return len(original), len(updated)
 
@@ -68,24 +70,25 @@ async def edit_file(options: CodingToolOptions, path: str, edits: list[Edit]) ->
     )
 
 
-def _replace_once(text: str, edit: Edit, index: int, path: str) -> str:
-    first = text.find(edit.old_text)
+def _replace_once(text: bytes, edit: Edit, index: int, path: str) -> bytes:
+    old, new = edit.old_text.encode("utf-8"), edit.new_text.encode("utf-8")
+    first = text.find(old)
     if first < 0:
         raise _EditRefused(
             f"edits[{index}]: no match for old_text in {path}. Read the file again and copy "
             "the text exactly, including whitespace and line breaks. No edit was written."
         )
     # Overlapping occurrences count: "aa" occurs twice in "aaa".
-    matches = 1 + _count_from(text, edit.old_text, first + 1)
+    matches = 1 + _count_from(text, old, first + 1)
     if matches > 1:
         raise _EditRefused(
             f"edits[{index}]: old_text matches {matches} times in {path}; it must match exactly "
             "once. Include more surrounding lines to make it unique. No edit was written."
         )
-    return text[:first] + edit.new_text + text[first + len(edit.old_text) :]
+    return b"".join((text[:first], new, text[first + len(old) :]))
 
 
-def _count_from(text: str, needle: str, start: int) -> int:
+def _count_from(text: bytes, needle: bytes, start: int) -> int:
     count = 0
     position = text.find(needle, start)
     while position >= 0:

@@ -4,12 +4,20 @@ The file is scanned once in fixed-size chunks: lines before the window are only 
 lines of the window are kept (never more than ``max_read_bytes`` of them, even when a
 single line is huge), and lines after it are only counted. Memory is bounded by the
 window, not by the file.
+
+The contract's notice names the total number of lines, which takes one full scan. That
+scan also records where each chunk starts and on which line, keyed by the file's identity
+(device, inode, size, mtime, ctime); the next read of the unchanged file seeks to the
+nearest checkpoint and stops after its window.
 """
 
 from __future__ import annotations
 
 import asyncio
+import bisect
 import os
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 
 from picourse.coding_tools.details import ReadDetails
@@ -62,21 +70,29 @@ def _cost(number: int, line: bytes | bytearray, first: bool) -> int:
 
 def _scan(path: str, offset: int, max_lines: int, max_bytes: int) -> _Scan:
     with open(path, "rb") as file:
-        size = os.fstat(file.fileno()).st_size
+        identity = _identity(os.fstat(file.fileno()))
         chunk = file.read(_BINARY_SNIFF_BYTES)
         if b"\0" in chunk:
             raise _ReadRefused(
                 "it looks like a binary file (it contains NUL bytes). Inspect it with bash, "
                 "for example `file <path>` or `xxd <path> | head`."
             )
-        line = 1  # number of the line that starts at `pos`
+        index = _LINE_INDEX.get(identity)
+        position, line = 0, 1  # `line` is the number of the line that holds byte `position`
+        if index is not None:
+            position, line = index.checkpoint_before(offset)
+            if position:
+                file.seek(position)
+                chunk = file.read(_CHUNK_BYTES)
+        checkpoints: list[tuple[int, int]] = []
         window: list[bytes] = []
         used = 0
         pending = bytearray()  # the window line being assembled, capped at max_bytes + 1
-        collecting = offset == 1
+        collecting = offset == line and position == 0
         counting_only = False
         last = b""
         while chunk:
+            checkpoints.append((position, line))
             last = chunk[-1:]
             pos, end = 0, len(chunk)
             while pos < end:
@@ -112,6 +128,9 @@ def _scan(path: str, offset: int, max_lines: int, max_bytes: int) -> _Scan:
                 pending.clear()
                 line += 1
                 pos = newline + 1
+            if counting_only and index is not None:
+                return _Scan(identity[2], index.total, window)  # the rest is known
+            position += len(chunk)
             chunk = file.read(_CHUNK_BYTES)
         unterminated = last not in (b"", b"\n")
         if unterminated and collecting and not counting_only:
@@ -119,7 +138,58 @@ def _scan(path: str, offset: int, max_lines: int, max_bytes: int) -> _Scan:
             if len(window) < max_lines and used + cost <= max_bytes:
                 window.append(bytes(pending))
         total = line if unterminated else line - 1
-        return _Scan(size, total, window)
+        if index is None and _identity(os.fstat(file.fileno())) == identity:
+            _LINE_INDEX.put(identity, _LineIndex(total, tuple(checkpoints)))
+        return _Scan(identity[2], total, window)
+
+
+def _identity(status: os.stat_result) -> tuple[int, int, int, int, int]:
+    """What must stay the same for a line index to stay true: any write changes ctime."""
+    return (status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns, status.st_ctime_ns)
+
+
+@dataclass(frozen=True)
+class _LineIndex:
+    """Where each chunk of a fully scanned file starts, and on which line."""
+
+    total: int
+    checkpoints: tuple[tuple[int, int], ...]  # (byte position, number of the line holding it)
+
+    def checkpoint_before(self, offset: int) -> tuple[int, int]:
+        """The last checkpoint inside a line before ``offset``: scanning on from there
+        passes ``offset - line`` newlines to reach the start of line ``offset``."""
+        positions = [line for _, line in self.checkpoints]
+        at = bisect.bisect_left(positions, offset) - 1
+        return self.checkpoints[at] if at >= 0 else (0, 1)
+
+
+class _LineIndexCache:
+    """A few recently scanned files, so paging through a large file costs a window per
+    page instead of a full scan. Reads run in worker threads, hence the lock."""
+
+    def __init__(self, capacity: int) -> None:
+        self._capacity = capacity
+        self._entries: OrderedDict[tuple[int, ...], _LineIndex] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, identity: tuple[int, ...]) -> _LineIndex | None:
+        with self._lock:
+            index = self._entries.get(identity)
+            if index is not None:
+                self._entries.move_to_end(identity)
+            return index
+
+    def put(self, identity: tuple[int, ...], index: _LineIndex) -> None:
+        if len(index.checkpoints) < 2:
+            return  # a file of one chunk is cheaper to rescan than to remember
+        with self._lock:
+            self._entries[identity] = index
+            self._entries.move_to_end(identity)
+            while len(self._entries) > self._capacity:
+                self._entries.popitem(last=False)
+
+
+_LINE_INDEX = _LineIndexCache(capacity=32)
 
 
 def _render(path: str, absolute: str, offset: int, scan: _Scan, max_bytes: int) -> ToolOutput:

@@ -1,7 +1,14 @@
 """practice.py: make a practice directory and work through its stages.
 
-python practice.py 08 DIR [--solution]     create a practice directory
-python practice.py status|check|hint|reset|watch|break ...   (see --help)
+    python practice.py 08 DIR [--solution]   create a practice directory
+    python practice.py status                every stage's state and the next step
+    python practice.py check [8.x] [-v]      run a stage, show the first failure
+    python practice.py hint 8.x [--all]      the next hint of a stage
+    python practice.py reset 8.x [--yes]     restore a stage's stub (backed up first)
+    python practice.py watch                 re-run the current stage on every save
+    python practice.py break 8.x [MUTANT]    watch the tests catch a broken solution
+
+Subcommands act on the practice directory you are in, or on --dir DIR.
 """
 
 from __future__ import annotations
@@ -12,26 +19,44 @@ from pathlib import Path
 
 from rich.console import Console
 
+from coursekit.commands import break_, check, hint, reset, status, watch
 from coursekit.generate import GenerateError, create_practice_dir
 from coursekit.lab import load_lab
 from coursekit.layout import LayoutError
+from coursekit.practice_dir import PracticeDirError
 
-console = Console(stderr=False, highlight=False)
-errors = Console(stderr=True, highlight=False)
+COMMANDS = {
+    "status": status,
+    "check": check,
+    "hint": hint,
+    "reset": reset,
+    "watch": watch,
+    "break": break_,
+}
+errors = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    if args and args[0].isdigit():
-        return _new(args)
-    parser = argparse.ArgumentParser(
-        prog="practice.py",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.parse_args(args)
-    parser.print_help()
-    return 2
+    try:
+        if args and args[0].isdigit():
+            return _new(args)
+        parser = argparse.ArgumentParser(
+            prog="practice.py",
+            description=__doc__,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+        for module in COMMANDS.values():
+            module.add_parser(commands)
+        options = parser.parse_args(args)
+        if options.command is None:
+            parser.print_help()
+            return 2
+        return int(COMMANDS[options.command].run(options))
+    except (GenerateError, LayoutError, PracticeDirError) as error:
+        errors.print(f"[red]error:[/red] {error}")
+        return 2
 
 
 def _new(args: list[str]) -> int:
@@ -44,12 +69,10 @@ def _new(args: list[str]) -> int:
         "--solution", action="store_true", help="instructors: include the reference solution"
     )
     options = parser.parse_args(args)
-    try:
-        lab = load_lab(options.chapter)
-        target = create_practice_dir(lab, options.directory, solution=options.solution)
-    except (GenerateError, LayoutError) as error:
-        errors.print(f"[red]error:[/red] {error}")
-        return 1
-    console.print(f"Created [bold]{target}[/bold]. Start with its LEARNING.md, then run:")
-    console.print(f"  cd {target} && {sys.executable} -m pytest -m lab8_1")
+    target = create_practice_dir(
+        load_lab(options.chapter), options.directory, solution=options.solution
+    )
+    out = Console(highlight=False, soft_wrap=True)
+    out.print(f"Created {target}. Start with its LEARNING.md, then run:")
+    out.print(f"  cd {target} && {sys.executable} -m pytest -m lab8_1")
     return 0

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from coursekit import Lab, load_lab
+from coursekit.runner import TestOutcome, run_lab_tests
 
-from .labrun import Outcome, build, render_base, run_lab_tests
+from .labrun import build, render_base
 
 pytestmark = pytest.mark.slow
 LAB = load_lab("08")
@@ -24,14 +25,18 @@ def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return render_base(LAB, tmp_path_factory.mktemp("base") / "practice")
 
 
-def stage_of(outcomes: dict[str, Outcome], lab: Lab, stage_id: str) -> dict[str, Outcome]:
-    module = lab.stage(stage_id).tests.removesuffix(".py")
-    return {name: o for name, o in outcomes.items() if name.split("::")[0].endswith(module)}
+def stage_of(outcomes: dict[str, TestOutcome], lab: Lab, stage_id: str) -> dict[str, TestOutcome]:
+    test_file = lab.stage(stage_id).tests
+    return {name: o for name, o in outcomes.items() if o.test_file.endswith(test_file)}
+
+
+def outcomes_of(directory: Path, marker: str | None = None) -> dict[str, TestOutcome]:
+    return {o.nodeid: o for o in run_lab_tests(directory, marker).outcomes}
 
 
 def test_the_solution_passes_every_lab_test(base: Path, tmp_path: Path) -> None:
     solved = build(LAB, base, tmp_path / "solved", [s.id for s in LAB.stages])
-    outcomes = run_lab_tests(solved)
+    outcomes = outcomes_of(solved)
     failed = {name: o.message[:300] for name, o in outcomes.items() if not o.passed}
     assert not failed, f"the reference solution fails lab tests: {failed}"
     for stage in LAB.stages:
@@ -43,7 +48,7 @@ def test_the_solution_passes_every_lab_test(base: Path, tmp_path: Path) -> None:
 def test_each_stage_fails_on_its_stub_alone(base: Path, tmp_path: Path, stage_id: str) -> None:
     earlier = [s.id for s in LAB.stages_before(stage_id)]
     directory = build(LAB, base, tmp_path / "staged", earlier)
-    outcomes = run_lab_tests(directory)
+    outcomes = outcomes_of(directory)
     for done in earlier:
         broken = [n for n, o in stage_of(outcomes, LAB, done).items() if not o.passed]
         assert not broken, f"stage {done} must stay green when {stage_id} is a stub: {broken}"
@@ -68,7 +73,7 @@ def test_every_catalogued_mutant_is_killed(base: Path, tmp_path: Path) -> None:
         mutant = mutants[index]
         directory = build(LAB, base, tmp_path / f"m{index}", everything, mutant)
         stage = LAB.stage(mutant.stage)
-        outcomes = run_lab_tests(directory, marker=stage.marker)
+        outcomes = outcomes_of(directory, stage.marker)
         if all(o.passed for o in outcomes.values()):
             return f"{mutant.stage} {mutant.name} ({mutant.invariant})"
         return None

@@ -1,0 +1,82 @@
+"""check: run one stage and show the first failing test, its message and where to work."""
+
+from __future__ import annotations
+
+import argparse
+
+from coursekit.commands._common import (
+    PRACTICE,
+    add_dir_option,
+    console,
+    first_line,
+    next_stage,
+    practice_dir,
+    show_failure,
+    stage_title,
+)
+from coursekit.practice_dir import PracticeDir, StageResult
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    parser = commands.add_parser("check", help="run a stage (default: the first not green)")
+    parser.add_argument("stage", nargs="?", help="e.g. 8.1")
+    parser.add_argument("-v", "--verbose", action="store_true", help="show pytest's full output")
+    parser.add_argument(
+        "--expect-red",
+        action="store_true",
+        help="you broke your code on purpose: confirm the tests catch it",
+    )
+    add_dir_option(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    directory = practice_dir(args)
+    if args.stage:
+        stage = directory.stage(args.stage)
+    else:
+        upcoming = next_stage(directory.results(directory.run()))
+        if upcoming is None:
+            console.print(f"Every stage is green. Try breaking one: {PRACTICE} break 8.1")
+            return 0
+        stage = upcoming.stage
+    result = check_stage(directory, stage.id, verbose=args.verbose)
+    if args.expect_red:
+        return _expect_red(result)
+    return 0 if result.state == "passed" else 1
+
+
+def check_stage(directory: PracticeDir, stage_id: str, *, verbose: bool = False) -> StageResult:
+    stage = directory.stage(stage_id)
+    test_run = directory.run([stage])
+    (result,) = directory.results(test_run, [stage])
+    if verbose:
+        console.print(test_run.output, markup=False)
+    passed = sum(o.passed for o in result.required)
+    console.print(f"{stage_title(stage)}: {passed} of {len(result.required)} tests pass.")
+    failure = result.first_failure
+    if failure is None:
+        console.print(f"[green]✓ Stage {stage.id} is green.[/green]")
+        return result
+    show_failure(failure)
+    console.print(f"Edit: {', '.join(stage.modules)}")
+    console.print(
+        f"Next: {PRACTICE} hint {stage.id}"
+        + ("" if verbose else f"   (full output: {PRACTICE} check {stage.id} -v)")
+    )
+    return result
+
+
+def _expect_red(result: StageResult) -> int:
+    failures = [o for o in result.required if not o.passed]
+    if failures:
+        console.print(
+            f"[green]Caught.[/green] {len(failures)} test(s) went red; the first "
+            "names the invariant your change broke:"
+        )
+        console.print(f"  {first_line(failures[0].message)}")
+        return 0
+    console.print(
+        f"[red]Not caught:[/red] stage {result.stage.id} is still green. Either your change "
+        "keeps every promise the tests check, or you found a missing test: tell your instructor."
+    )
+    return 1

@@ -1,0 +1,98 @@
+"""Run a practice directory's lab tests in a subprocess and read each test's outcome."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class TestOutcome:
+    nodeid: str  # tests/test_lab8_1_read.py::test_name[param]
+    passed: bool
+    message: str  # the failure's one-line message ('' when passed)
+    details: str  # the failure's full text
+    markers: frozenset[str] = frozenset()
+
+    @property
+    def challenge(self) -> bool:
+        return "challenge" in self.markers
+
+    @property
+    def test_file(self) -> str:
+        return self.nodeid.split("::")[0]
+
+    @property
+    def name(self) -> str:
+        return self.nodeid.split("::", 1)[-1]
+
+
+@dataclass(frozen=True)
+class TestRun:
+    outcomes: tuple[TestOutcome, ...]
+    output: str  # pytest's own terminal output
+
+    def in_file(self, test_file: str) -> list[TestOutcome]:
+        return [o for o in self.outcomes if o.test_file.endswith(test_file)]
+
+
+def run_lab_tests(
+    directory: Path, marker: str | None = None, *, timeout: float = 900, extra: tuple[str, ...] = ()
+) -> TestRun:
+    """Run pytest in ``directory`` (optionally ``-m marker``) and collect every outcome."""
+    with tempfile.TemporaryDirectory(prefix="labrun-") as scratch:
+        report = Path(scratch) / "report.xml"
+        # --tb=native: the report needs messages, not pytest's source excerpts (faster).
+        command = [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "--tb=native",
+            f"--junitxml={report}",
+            "-o",
+            "junit_family=xunit2",
+            *extra,
+        ]
+        if marker:
+            command += ["-m", marker]
+        env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+        env.pop("PYTEST_ADDOPTS", None)
+        completed = subprocess.run(
+            command,
+            cwd=directory,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=env,
+            check=False,
+        )
+        output = completed.stdout + completed.stderr
+        if not report.exists():
+            raise RuntimeError(f"pytest did not run in {directory}:\n{output[-2000:]}")
+        return TestRun(_outcomes(report), output)
+
+
+def _outcomes(report: Path) -> tuple[TestOutcome, ...]:
+    outcomes = []
+    for case in ET.parse(report).getroot().iter("testcase"):
+        module = (case.get("classname") or "").replace(".", "/")
+        problems = [child for child in case if child.tag in ("failure", "error", "skipped")]
+        message = " ".join((p.get("message") or "").strip() for p in problems)
+        details = "\n".join(p.text or "" for p in problems)
+        markers = frozenset(
+            word
+            for prop in case.iter("property")
+            if prop.get("name") == "markers"
+            for word in (prop.get("value") or "").split()
+        )
+        outcomes.append(
+            TestOutcome(f"{module}.py::{case.get('name')}", not problems, message, details, markers)
+        )
+    return tuple(outcomes)

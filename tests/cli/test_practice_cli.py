@@ -1,0 +1,294 @@
+"""practice.py end to end: the generator, every subcommand and their error paths."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from coursekit import load_lab
+from coursekit.layout import COURSE_ROOT, SCAFFOLD, solution_root
+
+PRACTICE = COURSE_ROOT / "practice.py"
+LAB = load_lab("08")
+pytestmark = pytest.mark.slow
+
+
+def practice(
+    *args: str | Path,
+    cwd: Path | None = None,
+    stdin: str | None = None,
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(PRACTICE), *map(str, args)],
+        cwd=cwd,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+
+
+@pytest.fixture(scope="module")
+def fresh(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    target = tmp_path_factory.mktemp("cli") / "lab08"
+    result = practice("08", target)
+    assert result.returncode == 0, result.stderr
+    return target
+
+
+def copy_of(directory: Path, tmp_path: Path) -> Path:
+    return Path(shutil.copytree(directory, tmp_path / "copy", symlinks=True))
+
+
+def solve(directory: Path, *stage_ids: str) -> None:
+    for stage_id in stage_ids:
+        for module in LAB.stage(stage_id).modules:
+            shutil.copyfile(solution_root(LAB.root.name) / module, directory / module)
+
+
+# ---------------------------------------------------------------- the generator
+
+
+def test_a_fresh_directory_has_stubs_tests_guide_and_no_answers(fresh: Path) -> None:
+    assert (fresh / "LEARNING.md").read_text().count("lab8_") >= 6
+    assert "holds no answers" in (fresh / "LEARNING.md").read_text()
+    assert (fresh / ".copier-answers.yml").is_file(), "copier's answers file is kept"
+    assert not (fresh / ".git").exists(), "no git history in a practice directory"
+    for stage in LAB.stages:
+        for module in stage.modules:
+            assert (fresh / module).read_bytes() == (SCAFFOLD / "template" / module).read_bytes()
+    assert sorted(p.name for p in (fresh / "tests").glob("test_*.py")) == sorted(
+        s.tests for s in LAB.stages
+    )
+
+
+def test_pytest_runs_in_it_offline_with_the_stage_marker(fresh: Path, tmp_path: Path) -> None:
+    directory = copy_of(fresh, tmp_path)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
+    env.update(no_proxy="*", http_proxy="http://127.0.0.1:9", https_proxy="http://127.0.0.1:9")
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-m", "lab8_1", "-q", "-p", "no:cacheprovider"],
+        cwd=directory,
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        timeout=300,
+    )
+    assert "NotImplementedError: Lab 8.1 read is not implemented yet" in result.stdout
+    assert " failed" in result.stdout and "error" not in result.stdout.splitlines()[-1]
+
+
+def test_an_existing_directory_is_refused_and_left_alone(tmp_path: Path) -> None:
+    target = tmp_path / "taken"
+    target.mkdir()
+    (target / "mine.txt").write_text("keep")
+    result = practice("08", target)
+    assert result.returncode != 0 and "already exists" in result.stderr
+    assert [p.name for p in target.iterdir()] == ["mine.txt"]
+
+
+def test_a_directory_inside_the_course_repository_is_refused() -> None:
+    result = practice("08", COURSE_ROOT / "labs" / "my-practice")
+    assert result.returncode != 0 and "inside the course repository" in result.stderr
+    assert not (COURSE_ROOT / "labs" / "my-practice").exists()
+
+
+def test_an_unknown_chapter_is_refused(tmp_path: Path) -> None:
+    result = practice("99", tmp_path / "x")
+    assert result.returncode != 0 and "No lab for chapter '99'" in result.stderr
+    assert not (tmp_path / "x").exists()
+
+
+def test_a_failure_halfway_leaves_nothing_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from coursekit import generate
+
+    real = generate.assemble_practice_dir  # type: ignore[attr-defined]
+
+    def half_then_fail(lab, destination, **kwargs):  # type: ignore[no-untyped-def]
+        real(lab, destination, **kwargs)  # everything written, then the disk "fills up"
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(generate, "assemble_practice_dir", half_then_fail)
+    target = tmp_path / "new" / "deeper" / "lab08"
+    with pytest.raises(OSError, match="No space left"):
+        generate.create_practice_dir(LAB, target)
+    assert list(tmp_path.iterdir()) == [], "no directory, staging copy or parent may remain"
+
+
+def test_solution_flag_gives_a_directory_that_passes(tmp_path: Path) -> None:
+    target = tmp_path / "solved"
+    assert practice("08", target, "--solution").returncode == 0
+    result = practice("status", "--dir", target)
+    assert result.returncode == 0
+    assert "6 of 6 core stages passed" in result.stdout
+
+
+# ---------------------------------------------------------------- the student loop
+
+
+def test_status_reports_each_stage_and_the_next_step(fresh: Path, tmp_path: Path) -> None:
+    directory = copy_of(fresh, tmp_path)
+    solve(directory, "8.1")
+    (directory / LAB.stage("8.2").modules[0]).write_text(
+        "def ensure_inside_workspace(workspace: str, target: str) -> None:\n    return None\n"
+    )
+    result = practice("status", cwd=directory)
+    assert result.returncode == 0, result.stderr
+    rows = {
+        line.split("│")[1].strip(): line
+        for line in result.stdout.splitlines()
+        if line.startswith("│") and line.split("│")[1].strip()
+    }
+    assert "passed" in rows["8.1"] and "failing" in rows["8.2"] and "not started" in rows["8.3"]
+    assert "1 of 6 core stages passed" in result.stdout
+    assert "Next: python practice.py check 8.2" in result.stdout
+
+
+def test_check_shows_the_first_failure_the_file_and_the_hint(fresh: Path) -> None:
+    result = practice("check", cwd=fresh)
+    assert result.returncode == 1
+    assert "Stage 8.1" in result.stdout
+    assert "NotImplementedError: Lab 8.1 read is not implemented yet" in result.stdout
+    assert "Edit: src/picourse/coding_tools/read.py" in result.stdout
+    assert "hint 8.1" in result.stdout
+    assert "Traceback" not in result.stdout, "no wall of tracebacks without -v"
+    verbose = practice("check", "8.1", "-v", cwd=fresh)
+    assert "Traceback" in verbose.stdout
+
+
+def test_check_expect_red_tells_which_invariant_caught_a_deliberate_bug(
+    fresh: Path, tmp_path: Path
+) -> None:
+    directory = copy_of(fresh, tmp_path)
+    solve(directory, "8.1", "8.2", "8.3", "8.4")
+    assert practice("check", "8.4", cwd=directory).returncode == 0
+    module = directory / LAB.stage("8.4").modules[0]
+    module.write_text(
+        module.read_text().replace(
+            "    matches = 1 + _count_from(text, old, first + 1)", "    matches = 1"
+        )
+    )
+    result = practice("check", "8.4", "--expect-red", cwd=directory)
+    assert result.returncode == 0 and "Caught" in result.stdout
+    assert "a batch with a bad edit must be an error result" in result.stdout, (
+        "the message names the invariant the change broke"
+    )
+    solve(directory, "8.4")
+    green = practice("check", "8.4", "--expect-red", cwd=directory)
+    assert green.returncode == 1 and "Not caught" in green.stdout
+
+
+def test_hint_shows_one_more_each_time_and_all_on_request(fresh: Path, tmp_path: Path) -> None:
+    directory = copy_of(fresh, tmp_path)
+    hints = LAB.stage("8.2").hints
+    first = practice("hint", "8.2", cwd=directory)
+    second = practice("hint", "8.2", cwd=directory)
+    assert hints[0] in first.stdout and hints[1] not in first.stdout
+    assert hints[1] in second.stdout and "Hint 2 of" in second.stdout
+    every = practice("hint", "8.2", "--all", cwd=directory)
+    assert all(hint in every.stdout for hint in hints)
+    assert "DON'T EDIT" in (directory / ".practice" / "state.txt").read_text()
+
+
+def test_reset_backs_up_and_restores_the_stub_only_when_confirmed(
+    fresh: Path, tmp_path: Path
+) -> None:
+    directory = copy_of(fresh, tmp_path)
+    module = directory / LAB.stage("8.1").modules[0]
+    module.write_text("# my precious work\n")
+    refused = practice("reset", "8.1", cwd=directory, stdin="")
+    assert refused.returncode != 0 and "--yes" in refused.stderr
+    assert module.read_text() == "# my precious work\n", "no confirmation, no change"
+    done = practice("reset", "8.1", "--yes", cwd=directory)
+    assert done.returncode == 0
+    assert module.read_bytes() == (SCAFFOLD / "template" / LAB.stage("8.1").modules[0]).read_bytes()
+    backups = list((directory / ".practice" / "backups").rglob("read.py"))
+    assert [b.read_text() for b in backups] == ["# my precious work\n"]
+
+
+def test_watch_reruns_on_save_until_every_core_stage_is_green(fresh: Path, tmp_path: Path) -> None:
+    directory = copy_of(fresh, tmp_path)
+    solve(directory, "8.1", "8.2", "8.3", "8.4", "8.5")
+    process = subprocess.Popen(
+        [sys.executable, str(PRACTICE), "watch"],
+        cwd=directory,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    seen: list[str] = []
+    waiting = threading.Event()
+
+    def read() -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            seen.append(line)
+            if "Waiting for changes" in line:
+                waiting.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        assert waiting.wait(120), "watch never started waiting: " + "".join(seen)
+        assert any("Stage 8.6" in line for line in seen)
+        solve(directory, "8.6")
+        assert process.wait(timeout=120) == 0
+    finally:
+        process.kill()
+        reader.join(5)
+    assert "Every core stage is green" in "".join(seen)
+
+
+def test_break_lists_mutants_and_shows_what_caught_one_without_code(fresh: Path) -> None:
+    listing = practice("break", "8.4", cwd=fresh)
+    assert all(m.name in listing.stdout for m in LAB.stage("8.4").mutants)
+    mutant = LAB.stage("8.4").mutants[0]
+    result = practice("break", "8.4", mutant.name, cwd=fresh)
+    assert result.returncode == 0 and "Caught" in result.stdout
+    assert mutant.invariant in result.stdout
+    assert "def " not in result.stdout and "_count_from" not in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("hint", "8.42"), "Unknown stage '8.42'"),
+        (("check", "9.1"), "Unknown stage"),
+        (("reset", "8.0", "--yes"), "Unknown stage"),
+        (("break", "8.1", "nope"), "no mutant 'nope'"),
+    ],
+)
+def test_bad_input_is_a_clear_error(fresh: Path, args: tuple[str, ...], message: str) -> None:
+    result = practice(*args, cwd=fresh)
+    assert result.returncode == 2 and message in result.stderr
+
+
+def test_outside_a_practice_directory_every_subcommand_says_so(tmp_path: Path) -> None:
+    for args in (
+        ("status",),
+        ("check",),
+        ("hint", "8.1"),
+        ("reset", "8.1", "--yes"),
+        ("watch",),
+        ("break", "8.1"),
+    ):
+        result = practice(*args, cwd=tmp_path)
+        assert result.returncode == 2 and "not inside a practice directory" in result.stderr
+
+
+def test_missing_tests_are_a_clear_error(fresh: Path, tmp_path: Path) -> None:
+    directory = copy_of(fresh, tmp_path)
+    shutil.rmtree(directory / "tests")
+    result = practice("status", cwd=directory)
+    assert result.returncode == 2 and "tests" in result.stderr and "missing" in result.stderr

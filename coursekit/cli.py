@@ -7,6 +7,7 @@
     python practice.py reset 8.x [--yes]     restore a stage's stub (backed up first)
     python practice.py watch                 re-run the current stage on every save
     python practice.py break 8.x [MUTANT]    watch the tests catch a broken solution
+    python practice.py update                refresh tests/ from this course release
 
 Subcommands act on the practice directory you are in, or on --dir DIR.
 """
@@ -19,7 +20,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from coursekit.commands import break_, check, hint, reset, status, watch
+from coursekit.commands import break_, check, hint, reset, status, update, watch
 from coursekit.generate import GenerateError, create_practice_dir
 from coursekit.lab import load_lab
 from coursekit.layout import LayoutError
@@ -32,6 +33,7 @@ COMMANDS = {
     "reset": reset,
     "watch": watch,
     "break": break_,
+    "update": update,
 }
 errors = Console(stderr=True, highlight=False, soft_wrap=True)
 

@@ -123,7 +123,8 @@ Tests marked `challenge` prove more than the chapter asks; they are optional.
 
 ## Later course releases
 
-`.copier-answers.yml` records how this directory was made. When the course publishes new
-tests, refresh them without touching your modules: see "Updating a practice directory" in
-the course README.
+When the course publishes new tests, update the course repository, then run
+`{python} {practice} update` here: it replaces `tests/` (keeping a backup under
+`.practice/backups/`) and never touches your modules. `.copier-answers.yml` records how this
+directory was made.
 """

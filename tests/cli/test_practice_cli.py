@@ -260,6 +260,23 @@ def test_break_lists_mutants_and_shows_what_caught_one_without_code(fresh: Path)
     assert "def " not in result.stdout and "_count_from" not in result.stdout
 
 
+def test_update_refreshes_the_tests_and_keeps_the_students_code(
+    fresh: Path, tmp_path: Path
+) -> None:
+    directory = copy_of(fresh, tmp_path)
+    module = directory / LAB.stage("8.1").modules[0]
+    module.write_text("# my work\n")
+    (directory / "tests" / "test_lab8_1_read.py").write_text("# an old release\n")
+    result = practice("update", cwd=directory)
+    assert result.returncode == 0, result.stderr
+    assert (directory / "tests" / "test_lab8_1_read.py").read_bytes() == (
+        LAB.tests_dir / "test_lab8_1_read.py"
+    ).read_bytes()
+    assert module.read_text() == "# my work\n"
+    (old,) = (directory / ".practice" / "backups").glob("tests-*/test_lab8_1_read.py")
+    assert old.read_text() == "# an old release\n"
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -22,14 +22,19 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="bench-practice-") as scratch:
         for run in range(5):
             start = time.perf_counter()
-            subprocess.run([sys.executable, str(PRACTICE), "08", f"{scratch}/lab{run}"],
-                           check=True, capture_output=True)
+            subprocess.run(
+                [sys.executable, str(PRACTICE), "08", f"{scratch}/lab{run}"],
+                check=True,
+                capture_output=True,
+            )
             times.append(time.perf_counter() - start)
     median = statistics.median(times)
     ok = median <= TARGET_SECONDS
     runs = ", ".join(f"{t:.2f}" for t in times)
-    print(f"{'ok  ' if ok else 'MISS'} practice.py 08 DIR: median {median:.2f}s "
-          f"(target <= {TARGET_SECONDS:g}s; runs {runs})")
+    print(
+        f"{'ok  ' if ok else 'MISS'} practice.py 08 DIR: median {median:.2f}s "
+        f"(target <= {TARGET_SECONDS:g}s; runs {runs})"
+    )
     return 0 if ok else 1
 
 

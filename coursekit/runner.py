@@ -13,6 +13,8 @@ from pathlib import Path
 
 @dataclass(frozen=True)
 class TestOutcome:
+    __test__ = False  # not a pytest test class, despite the name
+
     nodeid: str  # tests/test_lab8_1_read.py::test_name[param]
     passed: bool
     message: str  # the failure's one-line message ('' when passed)
@@ -34,6 +36,8 @@ class TestOutcome:
 
 @dataclass(frozen=True)
 class TestRun:
+    __test__ = False
+
     outcomes: tuple[TestOutcome, ...]
     output: str  # pytest's own terminal output
 

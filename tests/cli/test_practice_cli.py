@@ -217,6 +217,7 @@ def test_reset_backs_up_and_restores_the_stub_only_when_confirmed(
     assert [b.read_text() for b in backups] == ["# my precious work\n"]
 
 
+@pytest.mark.timeout(600)
 def test_watch_reruns_on_save_until_every_core_stage_is_green(fresh: Path, tmp_path: Path) -> None:
     directory = copy_of(fresh, tmp_path)
     solve(directory, "8.1", "8.2", "8.3", "8.4", "8.5")
@@ -240,10 +241,10 @@ def test_watch_reruns_on_save_until_every_core_stage_is_green(fresh: Path, tmp_p
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
     try:
-        assert waiting.wait(120), "watch never started waiting: " + "".join(seen)
+        assert waiting.wait(240), "watch never started waiting: " + "".join(seen)
         assert any("Stage 8.6" in line for line in seen)
         solve(directory, "8.6")
-        assert process.wait(timeout=120) == 0
+        assert process.wait(timeout=240) == 0
     finally:
         process.kill()
         reader.join(5)

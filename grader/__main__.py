@@ -1,0 +1,5 @@
+import sys
+
+from grader._cli import main
+
+sys.exit(main())

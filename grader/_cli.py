@@ -1,0 +1,120 @@
+"""python -m grader: grade a folder of submissions, or export a Gradescope autograder.
+
+python -m grader grade SUBMISSIONS [--out DIR] [-j N] [--regrade] [--sandbox MODE]
+python -m grader export gradescope --out autograder.zip
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+from grader import _export, _sandbox
+from grader._grade import GradeOptions, grade_submissions
+from grader._intake import InvalidSubmission, discover
+from grader.model import SubmissionResult
+
+console = Console(highlight=False, soft_wrap=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m grader",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    grade = commands.add_parser("grade", help="grade every submission in a folder")
+    grade.add_argument(
+        "submissions", type=Path, help="one practice directory, .zip or .tar.gz per student"
+    )
+    grade.add_argument(
+        "--out",
+        type=Path,
+        default=Path("grader-output"),
+        help="where reports go (default: ./grader-output)",
+    )
+    grade.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1)
+    grade.add_argument(
+        "--regrade",
+        action="store_true",
+        help="grade again even submissions already graded from the same input",
+    )
+    grade.add_argument(
+        "--sandbox",
+        choices=["auto", "bwrap", "none"],
+        default="auto",
+        help="bwrap: require bubblewrap; auto: use it when installed",
+    )
+    defaults = _sandbox.Limits()
+    grade.add_argument(
+        "--wall",
+        type=float,
+        default=defaults.wall_seconds,
+        help=f"seconds per submission (default {defaults.wall_seconds:g})",
+    )
+    grade.add_argument(
+        "--test-timeout",
+        type=float,
+        default=defaults.test_seconds,
+        help=f"seconds per test (default {defaults.test_seconds:g})",
+    )
+    export = commands.add_parser("export", help="build an autograder for a course platform")
+    export.add_argument("platform", choices=["gradescope"])
+    export.add_argument("--out", type=Path, default=Path("autograder.zip"))
+    commands.add_parser("gradescope-run", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "grade":
+            return _grade(args)
+        if args.command == "export":
+            path = _export.build_gradescope_bundle(args.out)
+            console.print(
+                f"Wrote {path}. Upload it as the autograder of a Gradescope programming assignment."
+            )
+            return 0
+        return _export.run_inside_gradescope()
+    except (InvalidSubmission, _sandbox.SandboxError) as error:
+        Console(stderr=True).print(f"[red]error:[/red] {error}")
+        return 2
+
+
+def _grade(args: argparse.Namespace) -> int:
+    limits = _sandbox.Limits(wall_seconds=args.wall, test_seconds=args.test_timeout)
+    options = GradeOptions(
+        jobs=args.jobs, regrade=args.regrade, sandbox=args.sandbox, limits=limits
+    )
+    total = len(discover(args.submissions))
+    with Progress(
+        TextColumn("grading"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.description}"),
+        console=console,
+    ) as progress:
+        task = progress.add_task("", total=total)
+
+        def done(result: SubmissionResult) -> None:
+            progress.update(task, advance=1, description=f"{result.student}: {result.status}")
+
+        results = grade_submissions(args.submissions, args.out, options, on_done=done)
+    for result in results:
+        console.print(
+            f"{result.student:<28} {result.score:6.1f} / {result.max_score:g}  "
+            f"bonus {result.bonus:g}  {result.status}"
+            + (f"  ({result.reason[:100]})" if result.reason else "")
+        )
+    console.print(
+        f"Reports: {args.out / 'gradebook.csv'}, {args.out / 'report.html'}, "
+        f"and per student under {args.out / 'submissions'}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,74 @@
+"""A Gradescope autograder that runs this same grading code on one submission.
+
+The bundle holds ``setup.sh`` (installs the kit), ``run_autograder`` (grades
+``$ROOT/submission`` and writes ``$ROOT/results/results.json``) and the kit itself, without
+``solutions/``. ``$ROOT`` is ``/autograder`` on Gradescope; ``GRADER_AUTOGRADER_ROOT``
+points it elsewhere to try the bundle locally.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import zipfile
+from pathlib import Path
+
+from coursekit.layout import COURSE_ROOT
+
+ROOT_VARIABLE = "GRADER_AUTOGRADER_ROOT"
+SHIPPED = ["pyproject.toml", "README.md", "practice.py", "coursekit", "grader", "scaffold", "labs"]
+
+SETUP_SH = """#!/usr/bin/env bash
+# Gradescope runs this once when it builds the autograder image.
+set -euo pipefail
+apt-get update && apt-get install -y python3 python3-pip python3-venv bubblewrap
+python3 -m venv /autograder/venv
+/autograder/venv/bin/pip install /autograder/source
+"""
+
+RUN_AUTOGRADER = """#!/usr/bin/env bash
+# Gradescope runs this for every submission.
+set -euo pipefail
+ROOT="${GRADER_AUTOGRADER_ROOT:-/autograder}"
+PYTHON="${GRADER_PYTHON:-$ROOT/venv/bin/python}"
+cd "$ROOT/source"
+exec "$PYTHON" -m grader gradescope-run
+"""
+
+
+def build_gradescope_bundle(target: Path) -> Path:
+    target = target.absolute()
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as bundle:
+        for name, text in (("setup.sh", SETUP_SH), ("run_autograder", RUN_AUTOGRADER)):
+            info = zipfile.ZipInfo(name)
+            info.external_attr = 0o755 << 16
+            bundle.writestr(info, text)
+        for entry in SHIPPED:
+            path = COURSE_ROOT / entry
+            files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+            for file in files:
+                if "__pycache__" in file.parts or "examples" in file.relative_to(COURSE_ROOT).parts:
+                    continue
+                bundle.write(file, f"source/{file.relative_to(COURSE_ROOT)}")
+    return target
+
+
+def run_inside_gradescope() -> int:
+    """Grade $ROOT/submission and write $ROOT/results/results.json."""
+    from grader._grade import GradeOptions, grade_submissions
+
+    root = Path(os.environ.get(ROOT_VARIABLE, "/autograder"))
+    results = root / "results"
+    results.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="gradescope-") as scratch:
+        submissions = Path(scratch) / "submissions"
+        submissions.mkdir()
+        shutil.copytree(root / "submission", submissions / "submission", symlinks=True)
+        out = Path(scratch) / "out"
+        grade_submissions(submissions, out, GradeOptions(jobs=1))
+        report = out / "submissions" / "submission" / "gradescope" / "results.json"
+        temp = results / ".results.json.tmp"
+        shutil.copyfile(report, temp)
+        os.replace(temp, results / "results.json")
+    return 0

@@ -1,0 +1,102 @@
+"""Scores from the pristine test inventory and the records of one run.
+
+A stage's weight (lab.toml) is split evenly over its tests; challenge tests are a separate
+bonus, one point each. Only a test the plugin saw run and pass scores.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from coursekit.lab import Lab
+from grader.model import StageScore, TestResult, TestStatus, truncate
+
+
+@dataclass(frozen=True)
+class InventoryItem:
+    nodeid: str
+    stage: str
+    challenge: bool
+
+
+_COLLECT = """
+import json, sys, pytest
+class Collector:
+    items = []
+    def pytest_collection_modifyitems(self, items):
+        for item in items:
+            self.items.append([item.nodeid, sorted({m.name for m in item.iter_markers()})])
+collector = Collector()
+code = pytest.main(["--collect-only", "-q", "-p", "no:cacheprovider", "tests"],
+                   plugins=[collector])
+print("INVENTORY" + json.dumps(collector.items))
+"""
+
+
+def collect_inventory(lab: Lab, pristine: Path) -> list[InventoryItem]:
+    """Every test of the pristine suite, with its stage, collected from a pristine copy."""
+    result = subprocess.run(
+        [sys.executable, "-c", _COLLECT], cwd=pristine, capture_output=True, text=True, check=False
+    )
+    line = next((x for x in result.stdout.splitlines() if x.startswith("INVENTORY")), None)
+    if line is None:
+        raise RuntimeError(f"cannot collect the pristine tests:\n{result.stdout}{result.stderr}")
+    by_marker = {stage.marker: stage.id for stage in lab.stages}
+    items = []
+    for nodeid, markers in json.loads(line.removeprefix("INVENTORY")):
+        stage = next((by_marker[m] for m in markers if m in by_marker), None)
+        if stage is not None:
+            items.append(InventoryItem(nodeid, stage, "challenge" in markers))
+    return items
+
+
+def score(
+    lab: Lab, inventory: list[InventoryItem], records: list[dict[str, Any]], *, credit: bool
+) -> tuple[list[StageScore], list[TestResult], float, float]:
+    reported = {r["nodeid"]: r for r in records if r.get("type") == "test"}
+    stages, tests = [], []
+    bonus = 0.0
+    for stage in lab.stages:
+        items = [i for i in inventory if i.stage == stage.id]
+        required = [i for i in items if not i.challenge]
+        each = stage.weight / len(required) if required else 0.0
+        earned = 0.0
+        for item in items:
+            record = reported.get(item.nodeid)
+            status: TestStatus = (
+                "not run" if record is None else "passed" if record["passed"] else "failed"
+            )
+            value = 1.0 if item.challenge else each
+            points = value if status == "passed" and credit else 0.0
+            if item.challenge:
+                bonus += points
+            else:
+                earned += points
+            message = (
+                ""
+                if status == "passed"
+                else (
+                    truncate(str(record.get("message", ""))) if record else "the test did not run"
+                )
+            )
+            tests.append(
+                TestResult(
+                    item.nodeid,
+                    stage.id,
+                    item.challenge,
+                    status,
+                    message,
+                    round(points, 4),
+                    round(value, 4),
+                )
+            )
+        stages.append(
+            StageScore(stage.id, stage.title, round(earned, 2), stage.weight, stage.optional)
+        )
+    max_bonus = float(sum(1 for i in inventory if i.challenge))
+    return stages, tests, round(bonus, 2), max_bonus

@@ -1,0 +1,39 @@
+"""gradebook.csv: one row per student, a column per stage, bonus, total and status."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+from coursekit.lab import Lab
+from grader.model import SubmissionResult
+
+
+def render(lab: Lab, results: list[SubmissionResult]) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(
+        [
+            "student",
+            *[f"stage {s.id}" for s in lab.stages],
+            "bonus",
+            "total",
+            "max",
+            "status",
+            "reason",
+        ]
+    )
+    for result in sorted(results, key=lambda r: r.student):
+        by_stage = {s.stage: s.score for s in result.stages}
+        writer.writerow(
+            [
+                result.student,
+                *[f"{by_stage.get(s.id, 0):g}" for s in lab.stages],
+                f"{result.bonus:g}",
+                f"{result.score:g}",
+                f"{result.max_score:g}",
+                result.status,
+                result.reason,
+            ]
+        )
+    return buffer.getvalue()

@@ -1,0 +1,80 @@
+"""The bubblewrap sandbox, checked from inside: tests that pass only when the isolation
+holds, run through the same path as a submission's tests."""
+
+from __future__ import annotations
+
+import socket
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from grader._sandbox import Limits, UserPool, bwrap_available, run_tests
+
+INSIDE = """
+import os, socket, pytest
+
+def test_no_network():
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", {port}), timeout=2)
+
+def test_the_filesystem_is_read_only_outside_the_workdir():
+    with pytest.raises(OSError):
+        open({outside!r}, "w")
+
+def test_hidden_paths_are_empty():
+    assert not os.path.exists({secret!r})
+
+def test_the_workdir_is_writable():
+    with open("written.txt", "w") as f:
+        f.write("ok")
+"""
+
+
+def test_bubblewrap_isolates_the_run(tmp_path: Path) -> None:
+    assert bwrap_available(), "bubblewrap and setpriv are needed (.ci/run installs them)"
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    hidden = tmp_path / "hidden"
+    hidden.mkdir()
+    (hidden / "secret.txt").write_text("answers")
+    workdir = tmp_path / "work"
+    (workdir / "tests").mkdir(parents=True)
+    (workdir / "pytest.ini").write_text("[pytest]\n")
+    (workdir / "tests" / "test_inside.py").write_text(
+        textwrap.dedent(INSIDE).format(
+            port=port, outside=str(tmp_path / "escape.txt"), secret=str(hidden / "secret.txt")
+        )
+    )
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    try:
+        with UserPool(1).user() as user:
+            outcome = run_tests(workdir, scratch, [hidden], Limits(wall_seconds=120), "bwrap", user)
+    finally:
+        listener.close()
+    results = {
+        r["nodeid"].split("::")[1]: r["passed"] for r in outcome.records if r.get("type") == "test"
+    }
+    assert outcome.isolation == "bwrap" and outcome.ended, outcome.output_tail
+    assert results == {
+        "test_no_network": True,
+        "test_the_filesystem_is_read_only_outside_the_workdir": True,
+        "test_hidden_paths_are_empty": True,
+        "test_the_workdir_is_writable": True,
+    }, outcome.output_tail
+    assert not (tmp_path / "escape.txt").exists()
+
+
+@pytest.mark.parametrize("mode", ["none"])
+def test_without_bubblewrap_the_result_says_so(tmp_path: Path, mode: str) -> None:
+    workdir = tmp_path / "work"
+    (workdir / "tests").mkdir(parents=True)
+    (workdir / "pytest.ini").write_text("[pytest]\n")
+    (workdir / "tests" / "test_one.py").write_text("def test_one():\n    assert True\n")
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    with UserPool(1).user() as user:
+        outcome = run_tests(workdir, scratch, [], Limits(wall_seconds=120), mode, user)  # type: ignore[arg-type]
+    assert outcome.isolation.startswith("rlimits") and outcome.ended
+    assert [r["passed"] for r in outcome.records if r.get("type") == "test"] == [True]

@@ -6,6 +6,7 @@ so a failure halfway leaves nothing behind.
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 import tempfile
@@ -21,7 +22,7 @@ class GenerateError(Exception):
 
 
 def create_practice_dir(lab: Lab, destination: Path, *, solution: bool = False) -> Path:
-    target = destination.expanduser().absolute()
+    target = Path(os.path.abspath(destination.expanduser()))
     if target.exists() or target.is_symlink():
         raise GenerateError(
             f"{target} already exists. Choose a new directory; nothing was changed."

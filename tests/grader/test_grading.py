@@ -131,6 +131,31 @@ def test_a_timeout_keeps_the_credit_of_finished_stages(tmp_path: Path) -> None:
     assert float(row["total"]) == 95.0, "stages 8.1-8.5 finished before the hang in 8.6"
 
 
+CRASHING_AGENT = """
+import os
+import signal
+
+
+def build_system_prompt(cwd, tools):
+    return ""
+
+
+async def run_coding_agent(model, cwd, task, **options):
+    os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_a_crash_keeps_the_credit_earned_before_it(tmp_path: Path) -> None:
+    submissions = tmp_path / "subs"
+    student = solved_modules(submissions / "crasher", ["8.1", "8.2", "8.3", "8.4", "8.5"])
+    (student / LAB.stage("8.6").modules[0]).write_text(CRASHING_AGENT)
+    out = tmp_path / "out"
+    grade_submissions(submissions, out, GradeOptions(jobs=1))
+    row = gradebook(out)["crasher"]
+    assert row["status"] == "crashed" and "ended early" in row["reason"]
+    assert float(row["total"]) == 95.0, "stages 8.1-8.5 passed before the crash"
+
+
 def test_archives_and_bad_archives(tmp_path: Path) -> None:
     submissions = tmp_path / "subs"
     submissions.mkdir()

@@ -64,6 +64,12 @@ def main(argv: list[str] | None = None) -> int:
         default=defaults.test_seconds,
         help=f"seconds per test (default {defaults.test_seconds:g})",
     )
+    grade.add_argument(
+        "--memory-mib",
+        type=int,
+        default=defaults.memory_bytes >> 20,
+        help=f"address-space limit in MiB (default {defaults.memory_bytes >> 20})",
+    )
     export = commands.add_parser("export", help="build an autograder for a course platform")
     export.add_argument("platform", choices=["gradescope"])
     export.add_argument("--out", type=Path, default=Path("autograder.zip"))
@@ -85,7 +91,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _grade(args: argparse.Namespace) -> int:
-    limits = _sandbox.Limits(wall_seconds=args.wall, test_seconds=args.test_timeout)
+    limits = _sandbox.Limits(
+        wall_seconds=args.wall, test_seconds=args.test_timeout, memory_bytes=args.memory_mib << 20
+    )
     options = GradeOptions(
         jobs=args.jobs, regrade=args.regrade, sandbox=args.sandbox, limits=limits
     )

@@ -63,6 +63,7 @@ class _Channel:
 _channel: _Channel | None = None
 _snapshot: dict[str, Any] = {}
 _phase_failed: dict[str, str] = {}
+_reported: set[str] = set()
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -87,7 +88,9 @@ def pytest_runtest_makereport(
         failure = f"{call.excinfo.typename}: {call.excinfo.value}"[:2000] or call.excinfo.typename
     if failure:
         _phase_failed.setdefault(item.nodeid, failure)
-    if call.when == "teardown" or (call.when == "setup" and failure):
+    # Teardown runs for every test, also after a failed setup: report once, there.
+    if call.when == "teardown" and item.nodeid not in _reported:
+        _reported.add(item.nodeid)
         passed = item.nodeid not in _phase_failed and getattr(item, "_grader_called", False)
         markers = sorted({marker.name for marker in item.iter_markers()})
         _channel.send(

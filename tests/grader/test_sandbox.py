@@ -78,3 +78,34 @@ def test_without_bubblewrap_the_result_says_so(tmp_path: Path, mode: str) -> Non
         outcome = run_tests(workdir, scratch, [], Limits(wall_seconds=120), mode, user)  # type: ignore[arg-type]
     assert outcome.isolation.startswith("rlimits") and outcome.ended
     assert [r["passed"] for r in outcome.records if r.get("type") == "test"] == [True]
+
+
+def test_a_failing_setup_is_reported_once_as_failed(tmp_path: Path) -> None:
+    workdir = tmp_path / "work"
+    (workdir / "tests").mkdir(parents=True)
+    (workdir / "pytest.ini").write_text("[pytest]\n")
+    (workdir / "tests" / "test_setup.py").write_text(
+        textwrap.dedent("""
+        import pytest
+
+        @pytest.fixture
+        def broken():
+            raise MemoryError("no room")
+
+        def test_needs_it(broken):
+            pass
+
+        def test_fine():
+            pass
+    """)
+    )
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    with UserPool(1).user() as user:
+        outcome = run_tests(workdir, scratch, [], Limits(wall_seconds=120), "auto", user)
+    records = [
+        (r["nodeid"].split("::")[1], r["passed"])
+        for r in outcome.records
+        if r.get("type") == "test"
+    ]
+    assert records == [("test_needs_it", False), ("test_fine", True)], records

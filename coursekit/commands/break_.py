@@ -20,7 +20,7 @@ from coursekit.practice_dir import PracticeDirError
 from coursekit.runner import run_lab_tests
 
 
-def add_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = commands.add_parser("break", help="see the tests catch a broken reference solution")
     parser.add_argument("stage", help="e.g. 8.1")
     parser.add_argument("mutant", nargs="?", help="a mutant's name (omit to list them)")

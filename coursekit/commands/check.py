@@ -17,7 +17,7 @@ from coursekit.commands._common import (
 from coursekit.practice_dir import PracticeDir, StageResult
 
 
-def add_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = commands.add_parser("check", help="run a stage (default: the first not green)")
     parser.add_argument("stage", nargs="?", help="e.g. 8.1")
     parser.add_argument("-v", "--verbose", action="store_true", help="show pytest's full output")

@@ -7,7 +7,7 @@ import argparse
 from coursekit.commands._common import PRACTICE, add_dir_option, console, practice_dir
 
 
-def add_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = commands.add_parser("hint", help="show the next hint of a stage")
     parser.add_argument("stage", help="e.g. 8.1")
     parser.add_argument("--all", action="store_true", help="show every hint of the stage")

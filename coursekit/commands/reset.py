@@ -11,7 +11,7 @@ from coursekit.commands._common import add_dir_option, console, practice_dir
 from coursekit.practice_dir import PracticeDirError
 
 
-def add_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = commands.add_parser("reset", help="restore a stage's stub (your version is backed up)")
     parser.add_argument("stage", help="e.g. 8.1")
     parser.add_argument("--yes", action="store_true", help="do not ask for confirmation")

@@ -12,7 +12,7 @@ from coursekit.commands._common import PRACTICE, add_dir_option, console, next_s
 STATE_STYLE = {"passed": "green", "failing": "red", "not started": "dim"}
 
 
-def add_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = commands.add_parser("status", help="show every stage's state and the next step")
     add_dir_option(parser)
 

@@ -16,7 +16,7 @@ from coursekit.commands._common import add_dir_option, console, practice_dir
 from coursekit.practice_dir import STATE_DIR
 
 
-def add_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = commands.add_parser("update", help="refresh tests/ from this course release")
     add_dir_option(parser)
 

@@ -10,7 +10,7 @@ from coursekit.commands._common import add_dir_option, console, next_stage, prac
 from coursekit.commands.check import check_stage
 
 
-def add_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = commands.add_parser("watch", help="re-run the current stage on every save")
     add_dir_option(parser)
 

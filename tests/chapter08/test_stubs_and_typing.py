@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -104,14 +105,18 @@ def test_a_stub_keeps_the_solutions_public_surface(stage_id: str, module: str) -
 
 
 @pytest.mark.slow
-def test_the_solved_package_is_strictly_typed(tmp_path: Path) -> None:
+def test_the_solved_package_is_strictly_typed_and_the_lab_tests_type_check(
+    tmp_path: Path,
+) -> None:
     base = render_base(LAB, tmp_path / "base")
     solved = build(LAB, base, tmp_path / "solved", [s.id for s in LAB.stages])
-    result = subprocess.run(
-        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", "src/picourse"],
-        cwd=solved,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
+    for arguments in (["--strict", "src/picourse"], ["tests"]):
+        result = subprocess.run(
+            [sys.executable, "-m", "mypy", "--no-incremental", *arguments],
+            cwd=solved,
+            capture_output=True,
+            text=True,
+            check=False,
+            env={**os.environ, "MYPYPATH": "src"},  # the tests import picourse from src/
+        )
+        assert result.returncode == 0, result.stdout + result.stderr

@@ -38,3 +38,20 @@ class QueueProbe:
 
         monkeypatch.setattr(MutationQueue, "run", run)
         return self
+
+    def arm(self) -> asyncio.Event:
+        """Forget the operations seen so far; the event is set when the next run() begins."""
+        self.started.clear()
+        self.entered = asyncio.Event()
+        return self.entered
+
+
+async def hold_lane(
+    queue: MutationQueue, key: str, holder: Callable[[], Awaitable[Any]]
+) -> asyncio.Task[Any]:
+    """Queue ``holder`` under ``key`` and return once it holds the lane."""
+    holding = asyncio.create_task(queue.run(key, holder))
+    await asyncio.sleep(0)
+    if holding.done() and not holding.cancelled() and holding.exception() is not None:
+        raise holding.exception()  # type: ignore[misc]  # an unfinished stage shows as itself
+    return holding

@@ -7,17 +7,19 @@ from __future__ import annotations
 
 import os
 import tracemalloc
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from lab_helpers import call_now, text_of, utf8_len
 from picourse.coding_tools import ReadDetails, create_coding_tools
+from picourse.tool import ToolRegistry
 
 pytestmark = pytest.mark.lab8_1
 
 
-def tools(workspace: Path, **limits: int):  # type: ignore[no-untyped-def]
+def tools(workspace: Path, **limits: int) -> ToolRegistry:
     return create_coding_tools(workspace, "unrestricted", **limits)
 
 
@@ -183,7 +185,9 @@ def test_details_path_is_the_joined_path_not_the_symlink_target(workspace: Path)
     ],
     ids=["missing", "directory", "binary", "invalid-utf8"],
 )
-def test_unreadable_targets_are_clear_error_results(workspace: Path, make, expect: str) -> None:  # type: ignore[no-untyped-def]
+def test_unreadable_targets_are_clear_error_results(
+    workspace: Path, make: Callable[[Path], object], expect: str
+) -> None:
     make(workspace)
     out = call_now(tools(workspace), "read", path="f.txt")
     assert out.is_error, f"reading a {expect} target must be an error result, not garbage"

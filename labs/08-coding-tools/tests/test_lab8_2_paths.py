@@ -13,11 +13,12 @@ import pytest
 from lab_helpers import call_now, text_of
 from picourse.coding_tools import CodingToolOptions, WorkspaceEscapeError, create_coding_tools
 from picourse.coding_tools.paths import resolve_path
+from picourse.tool import ToolOutput
 
 pytestmark = pytest.mark.lab8_2
 
 
-def refused(out, why: str = "escapes the workspace") -> None:  # type: ignore[no-untyped-def]
+def refused(out: ToolOutput, why: str = "escapes the workspace") -> None:
     assert out.is_error, "a path that leaves the workspace must be refused"
     assert why in text_of(out), f"the refusal must say {why!r}, got: {text_of(out)}"
     assert "TOP SECRET" not in text_of(out), "nothing outside the workspace may be read"

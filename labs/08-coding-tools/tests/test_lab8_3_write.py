@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import stat
 from pathlib import Path
@@ -16,7 +17,7 @@ from picourse.coding_tools import (
     WriteDetails,
     create_coding_tools,
 )
-from queue_probe import QueueProbe
+from queue_probe import QueueProbe, hold_lane
 
 pytestmark = pytest.mark.lab8_3
 
@@ -134,7 +135,7 @@ def test_the_same_key_runs_strictly_in_order() -> None:
         log: list[str] = []
         gates = [asyncio.Event() for _ in range(3)]
         tasks = [
-            asyncio.create_task(queue.run("k", lambda i=i: gated(log, f"op{i}", gates[i])))
+            asyncio.create_task(queue.run("k", functools.partial(gated, log, f"op{i}", gates[i])))
             for i in range(3)
         ]
         await asyncio.sleep(0)  # every task has reached the queue
@@ -256,15 +257,12 @@ def test_write_waits_for_an_operation_holding_its_lane(
             seen_by_holder.append(target.read_text())
 
         key = os.path.realpath(target)
-        holding = asyncio.create_task(DEFAULT_MUTATION_QUEUE.run(key, holder))
-        await asyncio.sleep(0)
-        raise_task_failures(holding)
-        probe.started.clear()
-        probe.entered = asyncio.Event()
+        holding = await hold_lane(DEFAULT_MUTATION_QUEUE, key, holder)
+        entered = probe.arm()
         writing = asyncio.create_task(
             call(create_coding_tools(workspace), "write", {"path": "f.txt", "content": "new\n"})
         )
-        await asyncio.wait_for(probe.entered.wait(), timeout=5)
+        await asyncio.wait_for(entered.wait(), timeout=5)
         assert key not in probe.started, (
             "the write started while another operation held its file's lane"
         )
@@ -300,17 +298,14 @@ def test_two_names_of_one_file_share_one_lane(
     async def scenario() -> None:
         gate = asyncio.Event()
         key = os.path.realpath(target)
-        holding = asyncio.create_task(DEFAULT_MUTATION_QUEUE.run(key, gate.wait))
-        await asyncio.sleep(0)
-        raise_task_failures(holding)
-        probe.entered = asyncio.Event()
-        probe.started.clear()
+        holding = await hold_lane(DEFAULT_MUTATION_QUEUE, key, gate.wait)
+        entered = probe.arm()
         through_link = asyncio.create_task(
             call(
                 create_coding_tools(workspace), "write", {"path": "link.txt", "content": "second\n"}
             )
         )
-        await asyncio.wait_for(probe.entered.wait(), timeout=5)
+        await asyncio.wait_for(entered.wait(), timeout=5)
         assert not probe.started, "a write through a symlink must wait in its target's lane"
         gate.set()
         await holding

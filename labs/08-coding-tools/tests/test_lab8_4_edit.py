@@ -10,6 +10,7 @@ import pytest
 
 from lab_helpers import call_now, snapshot, text_of
 from picourse.coding_tools import DEFAULT_MUTATION_QUEUE, EditDetails, create_coding_tools
+from picourse.tool import ToolOutput
 from queue_probe import QueueProbe
 
 pytestmark = pytest.mark.lab8_4
@@ -17,7 +18,7 @@ pytestmark = pytest.mark.lab8_4
 SOURCE = "def greet(name):\n    return 'hello ' + name\n\nprint(greet('world'))\n"
 
 
-def edit(workspace: Path, **arguments: Any):  # type: ignore[no-untyped-def]
+def edit(workspace: Path, **arguments: Any) -> ToolOutput:
     return call_now(create_coding_tools(workspace), "edit", path="app.py", **arguments)
 
 

@@ -18,13 +18,14 @@ import pytest
 from lab_helpers import call, call_now, run, text_of, utf8_len, wait_for_file
 from picourse.abort import AbortController
 from picourse.coding_tools import BashDetails, create_coding_tools
+from picourse.tool import ToolOutput, ToolRegistry
 
 pytestmark = [pytest.mark.lab8_5, pytest.mark.timeout(60)]
 
 PY = shlex.quote(sys.executable)
 
 
-def unrestricted(workspace: Path, **options: int):  # type: ignore[no-untyped-def]
+def unrestricted(workspace: Path, **options: int) -> ToolRegistry:
     return create_coding_tools(workspace, "unrestricted", **options)
 
 
@@ -113,7 +114,7 @@ def test_a_timeout_kills_the_whole_group_before_returning(workspace: Path) -> No
 def test_an_abort_while_running_kills_the_group_and_is_not_a_timeout(workspace: Path) -> None:
     command = script(workspace, "family_abort.py", FAMILY)
 
-    async def scenario():  # type: ignore[no-untyped-def]
+    async def scenario() -> ToolOutput:
         controller = AbortController()
         task = asyncio.create_task(
             call(unrestricted(workspace), "bash", {"command": command}, signal=controller.signal)
@@ -133,7 +134,7 @@ def test_an_abort_while_running_kills_the_group_and_is_not_a_timeout(workspace: 
 def test_a_descendant_that_ignores_sigterm_does_not_outlive_the_call(workspace: Path) -> None:
     command = script(workspace, "stubborn.py", FAMILY) + " --ignore-term"
 
-    async def scenario():  # type: ignore[no-untyped-def]
+    async def scenario() -> ToolOutput:
         controller = AbortController()
         task = asyncio.create_task(
             call(unrestricted(workspace), "bash", {"command": command}, signal=controller.signal)
@@ -312,7 +313,7 @@ def test_flooding_both_pipes_far_past_the_buffer_never_deadlocks(workspace: Path
 def test_timeout_and_abort_together_give_one_result(workspace: Path) -> None:
     command = script(workspace, "both.py", FAMILY)
 
-    async def scenario():  # type: ignore[no-untyped-def]
+    async def scenario() -> ToolOutput:
         controller = AbortController()
         task = asyncio.create_task(
             call(

@@ -19,6 +19,7 @@ from picourse.messages import (
     ToolResultMessage,
     assistant_message,
     text,
+    user_message,
 )
 from picourse.scripted_model import ScriptedModel
 
@@ -82,7 +83,7 @@ def test_every_call_has_one_result_in_order_with_its_id_and_name(project: Path) 
         ("b1", "bash"),
     ]
     assert not any(r.is_error for r in results), [r.text for r in results if r.is_error]
-    assert result.messages[0].content[0].text == TASK, "the task is the first, user message"
+    assert result.messages[0] == user_message(TASK), "the task is the first, user message"
 
 
 def test_the_model_is_asked_once_per_turn_and_sees_the_tools_and_results(

@@ -8,7 +8,7 @@ with an unanswered call, so a call that never ran still gets a result that says 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
@@ -236,16 +236,19 @@ class _AbortedWhileWaiting(Exception):
     pass
 
 
-async def _race_abort(work: Any, signal: AbortSignal | None) -> AssistantMessage:
+async def _race_abort(
+    work: Awaitable[AssistantMessage], signal: AbortSignal | None
+) -> AssistantMessage:
     """Await ``work`` unless the signal fires first; then cancel it and raise."""
     if signal is None:
-        return await work  # type: ignore[no-any-return]
+        return await work
     work_task = asyncio.ensure_future(work)
     abort_waiter = asyncio.ensure_future(signal.wait())
     try:
-        await asyncio.wait({work_task, abort_waiter}, return_when=asyncio.FIRST_COMPLETED)
+        racers: set[asyncio.Future[Any]] = {work_task, abort_waiter}
+        await asyncio.wait(racers, return_when=asyncio.FIRST_COMPLETED)
         if work_task.done():
-            return work_task.result()  # type: ignore[no-any-return]
+            return work_task.result()
         raise _AbortedWhileWaiting
     finally:
         for task in (work_task, abort_waiter):

@@ -235,6 +235,35 @@ def test_both_pipes_are_drained_after_the_budget_is_spent(workspace: Path) -> No
     assert utf8_len(text_of(out)) <= 2000
 
 
+def test_a_command_that_never_stops_printing_still_ends_at_its_timeout(
+    workspace: Path,
+) -> None:
+    command = script(
+        workspace,
+        "endless.py",
+        """
+        import os, sys
+        with open("endless.pid", "w") as f:
+            f.write(f"{os.getpid()}\\n")
+        while True:
+            sys.stdout.write("o" * 65536)
+            sys.stderr.write("e" * 65536)
+    """,
+    )
+    out = call_now(
+        unrestricted(workspace, max_bash_output_bytes=2000, bash_timeout_ms=2000),
+        "bash",
+        command=command,
+    )
+    assert (workspace / "endless.pid").exists(), "the child never started (machine overloaded?)"
+    assert out.is_error and out.details.timed_out and out.details.truncated, (
+        "output that never ends must not keep the call alive: the timeout still ends it, "
+        "and the result is truncated"
+    )
+    assert utf8_len(text_of(out)) <= 2000
+    assert_gone(int((workspace / "endless.pid").read_text()), "endless.py")
+
+
 # ---------------------------------------------------------------- guardrail
 
 

@@ -16,8 +16,10 @@ import fcntl
 import os
 import re
 import secrets
+import select
 import signal as signals
 import subprocess
+import threading
 import time
 from typing import Any
 
@@ -119,6 +121,7 @@ async def run_bash(
         remove_listener()
         if not protocol.exited.done():
             run.kill_everything()  # cancelled from outside: no grace
+        protocol.stop_discarding()
         transport.close()
 
     code = transport.get_returncode()
@@ -159,19 +162,32 @@ class _BashProtocol(asyncio.SubprocessProtocol):
         self.exited: asyncio.Future[None] = loop.create_future()
         self.pipes_closed: asyncio.Future[None] = loop.create_future()
         self._open_pipes = {1, 2}
+        self._loop = loop
+        self._pipes: dict[int, asyncio.ReadTransport] = {}
+        self._discards: dict[int, _Discard] = {}
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        # Bigger pipes (Linux): fewer, larger reads per loop wake-up for chatty commands.
-        if hasattr(fcntl, "F_SETPIPE_SZ") and isinstance(transport, asyncio.SubprocessTransport):
-            for fd in (1, 2):
-                pipe = transport.get_pipe_transport(fd)
-                handle = pipe.get_extra_info("pipe") if pipe is not None else None
-                if handle is not None:
+        if not isinstance(transport, asyncio.SubprocessTransport):
+            return
+        for fd in (1, 2):
+            pipe = transport.get_pipe_transport(fd)
+            if isinstance(pipe, asyncio.ReadTransport):
+                self._pipes[fd] = pipe
+                # Bigger pipes (Linux): fewer, larger reads per wake-up for chatty commands.
+                if hasattr(fcntl, "F_SETPIPE_SZ"):
                     with contextlib.suppress(OSError):
-                        fcntl.fcntl(handle.fileno(), fcntl.F_SETPIPE_SZ, _PIPE_BYTES)
+                        fcntl.fcntl(_fileno(pipe), fcntl.F_SETPIPE_SZ, _PIPE_BYTES)
 
     def pipe_data_received(self, fd: int, data: bytes) -> None:
         self.budget.add(data)
+        if self.budget.overflowed and fd not in self._discards and fd in self._pipes:
+            # Nothing more will be kept: stop copying the rest into Python objects.
+            self._discards[fd] = _Discard.start(self._loop, self._pipes[fd])
+
+    def stop_discarding(self) -> None:
+        """Hand every pipe back to its transport (before the transport is closed)."""
+        for discard in self._discards.values():
+            discard.stop()
 
     def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
         self._open_pipes.discard(fd)
@@ -181,6 +197,75 @@ class _BashProtocol(asyncio.SubprocessProtocol):
     def process_exited(self) -> None:
         if not self.exited.done():
             self.exited.set_result(None)
+
+
+class _Discard:
+    """Throw away the rest of a pipe once the output budget is spent, inside the kernel:
+    splice(2) moves the pipe's pages to /dev/null without copying them into this process.
+
+    A thread does it, pausing briefly whenever the pipe runs empty so that each wake-up
+    moves a pipe-full rather than one small write: an event-loop reader woke up for every
+    write of the command and cost more than the command itself. The pipe's transport is
+    paused meanwhile and resumed at end of file, so it still sees the end and reports the
+    pipe closed. Where splice is missing (macOS) there is no thread: the transport keeps
+    reading and the budget keeps dropping what it gets."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, pipe: asyncio.ReadTransport) -> None:
+        self._loop = loop
+        self._pipe = pipe
+        self._fd = _fileno(pipe)
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._drain, name="bash-discard", daemon=True)
+
+    @classmethod
+    def start(cls, loop: asyncio.AbstractEventLoop, pipe: asyncio.ReadTransport) -> _Discard:
+        discard = cls(loop, pipe)
+        if hasattr(os, "splice"):
+            pipe.pause_reading()
+            discard._thread.start()
+        return discard
+
+    def _drain(self) -> None:
+        sink = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
+        readable = select.poll()
+        readable.register(self._fd, select.POLLIN)
+        try:
+            while not self._stopping.is_set():
+                if not readable.poll(_POLL_MS):
+                    continue
+                try:
+                    while not self._stopping.is_set():
+                        if os.splice(self._fd, sink, _PIPE_BYTES, flags=_SPLICE_NONBLOCK) == 0:
+                            return  # end of file
+                except BlockingIOError:
+                    time.sleep(_LET_PIPE_FILL_SECONDS)
+        except OSError:
+            return  # unexpected: let the transport read (and report) the rest
+        finally:
+            os.close(sink)
+            with contextlib.suppress(RuntimeError):  # the loop is already closed
+                self._loop.call_soon_threadsafe(self._hand_back)
+
+    def _hand_back(self) -> None:
+        if not self._pipe.is_closing():
+            self._pipe.resume_reading()
+
+    def stop(self) -> None:
+        """Stop the thread (within one poll interval) and give the pipe back."""
+        self._stopping.set()
+        if self._thread.is_alive():
+            self._thread.join()
+        self._hand_back()
+
+
+_SPLICE_NONBLOCK = getattr(os, "SPLICE_F_NONBLOCK", 0)
+_POLL_MS = 20
+# Well under the time a fast writer needs to fill a 1 MiB pipe, so it never waits for us.
+_LET_PIPE_FILL_SECONDS = 0.0001
+
+
+def _fileno(pipe: asyncio.BaseTransport) -> int:
+    return int(pipe.get_extra_info("pipe").fileno())
 
 
 class _Run:

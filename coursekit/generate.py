@@ -65,7 +65,8 @@ def learning_guide(lab: Lab, directory: Path, solution: bool) -> str:
     practice = COURSE_ROOT / "practice.py"
     handout = lab.root / "README.md"
     rows = "\n".join(
-        f"| {s.id} | {s.title} | {', '.join(f'`{m}`' for m in s.modules)} | "
+        f"| {s.id} | {s.title}{' (optional)' if s.optional else ''} | "
+        f"{', '.join(f'`{m}`' for m in s.modules)} | "
         f"`pytest -m {s.marker}` |"
         for s in lab.stages
     )
@@ -102,6 +103,8 @@ The chapter's handout explains every stage: {handout}
 The runtime of chapters 06 and 07 (`src/picourse/`: messages, tools, the agent loop, a
 scripted model) already works. Your work is the modules below, one stage at a time, in
 order. Start with stage 8.1: open its module, read the docstring, and run its tests.
+Stages marked optional are extensions for after the core: each is switched on by an
+argument of `create_coding_tools`, and graded as a bonus.
 
 | Stage | What | Your files | Its tests |
 |---|---|---|---|

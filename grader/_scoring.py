@@ -95,8 +95,11 @@ def score(
                     round(value, 4),
                 )
             )
+        if stage.optional:  # an extension stage: its points are a bonus, as challenges are
+            bonus += earned
         stages.append(
             StageScore(stage.id, stage.title, round(earned, 2), stage.weight, stage.optional)
         )
     max_bonus = float(sum(1 for i in inventory if i.challenge))
+    max_bonus += sum(stage.weight for stage in lab.stages if stage.optional)
     return stages, tests, round(bonus, 2), max_bonus

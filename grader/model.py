@@ -44,19 +44,21 @@ class SubmissionResult:
     isolation: str  # "bwrap" or "rlimits"
     stages: list[StageScore] = field(default_factory=list)
     tests: list[TestResult] = field(default_factory=list)
-    bonus: float = 0.0
+    bonus: float = 0.0  # challenge tests (1 point each) and optional stages
     max_bonus: float = 0.0
     input_digest: str = ""
     grading_key: str = ""
     seconds: float = 0.0
 
+    # score and max_score count the core stages; optional (extension) stages and challenge
+    # tests are in bonus and max_bonus.
     @property
     def score(self) -> float:
-        return round(sum(s.score for s in self.stages), 2)
+        return round(sum(s.score for s in self.stages if not s.optional), 2)
 
     @property
     def max_score(self) -> float:
-        return round(sum(s.max_score for s in self.stages), 2)
+        return round(sum(s.max_score for s in self.stages if not s.optional), 2)
 
     def to_json(self) -> str:
         data = asdict(self)

@@ -38,11 +38,18 @@ def run(args: argparse.Namespace) -> int:
     done = sum(r.state == "passed" for r in core)
     console.print(ProgressBar(total=len(core), completed=done, width=40))
     console.print(f"{done} of {len(core)} core stages passed.")
+    extensions = [r for r in results if r.stage.optional]
+    if extensions:
+        extra = sum(r.state == "passed" for r in extensions)
+        console.print(f"{extra} of {len(extensions)} optional extension stages passed.")
     upcoming = next_stage(results)
     if upcoming is None:
         console.print("Every stage is green. Now try: " + f"{PRACTICE} break 8.1")
     elif upcoming.stage.optional:
-        console.print(f"The core is done. Next, optionally: {PRACTICE} check {upcoming.stage.id}")
+        console.print(
+            "The core is done. The optional extensions come next (a bonus when graded): "
+            f"{PRACTICE} check {upcoming.stage.id}"
+        )
     else:
         console.print(f"Next: {PRACTICE} check {upcoming.stage.id}")
     return 0

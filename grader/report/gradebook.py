@@ -15,7 +15,7 @@ def render(lab: Lab, results: list[SubmissionResult]) -> str:
     writer.writerow(
         [
             "student",
-            *[f"stage {s.id}" for s in lab.stages],
+            *[f"stage {s.id}" + (" (bonus)" if s.optional else "") for s in lab.stages],
             "bonus",
             "total",
             "max",

@@ -8,12 +8,14 @@ from grader.model import SubmissionResult
 
 
 def render(result: SubmissionResult) -> str:
+    optional = {s.stage for s in result.stages if s.optional}
     tests = [
         {
-            "name": f"[{t.stage}{' challenge' if t.challenge else ''}] {t.name}",
+            "name": f"[{t.stage}{_kind(t.stage in optional, t.challenge)}] {t.name}",
             "number": f"{t.stage}.{index}",
             "score": t.points,
-            "max_score": 0 if t.challenge else t.max_points,
+            # Bonus tests are extra credit: Gradescope adds their points above max_score.
+            "max_score": 0 if t.challenge or t.stage in optional else t.max_points,
             "status": "passed" if t.status == "passed" else "failed",
             "output": t.message or "passed",
             "visibility": "visible",
@@ -21,7 +23,10 @@ def render(result: SubmissionResult) -> str:
         for index, t in enumerate(result.tests, start=1)
     ]
     output = f"Status: {result.status}." + (f" {result.reason}" if result.reason else "")
-    output += f" Bonus (challenge tests): {result.bonus:g} of {result.max_bonus:g}."
+    output += (
+        f" Bonus (challenge tests and optional stages): {result.bonus:g} of "
+        f"{result.max_bonus:g}."
+    )
     return json.dumps(
         {
             "score": result.score,
@@ -33,3 +38,7 @@ def render(result: SubmissionResult) -> str:
         indent=2,
         ensure_ascii=False,
     )
+
+
+def _kind(optional: bool, challenge: bool) -> str:
+    return (" optional" if optional else "") + (" challenge" if challenge else "")

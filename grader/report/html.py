@@ -27,7 +27,7 @@ def render(lab: Lab, results: list[SubmissionResult]) -> str:
     ]
     parts.append(
         "<h2>Class overview</h2><table><tr><th>student</th>"
-        + "".join(f"<th>{s.id}</th>" for s in lab.stages)
+        + "".join(f"<th>{s.id}{' (bonus)' if s.optional else ''}</th>" for s in lab.stages)
         + "<th>bonus</th><th>total</th><th>status</th><th>isolation</th></tr>"
     )
     for result in results:

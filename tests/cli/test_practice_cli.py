@@ -155,6 +155,22 @@ def test_status_reports_each_stage_and_the_next_step(fresh: Path, tmp_path: Path
     assert "Next: python practice.py check 8.2" in result.stdout
 
 
+def test_a_finished_core_offers_the_optional_extensions_next(
+    fresh: Path, tmp_path: Path
+) -> None:
+    directory = copy_of(fresh, tmp_path)
+    solve(directory, *[s.id for s in LAB.stages if not s.optional])
+    result = practice("status", cwd=directory)
+    assert result.returncode == 0, result.stderr
+    assert "6 of 6 core stages passed" in result.stdout
+    assert "0 of 3 optional extension stages passed" in result.stdout
+    assert "The core is done" in result.stdout and "check 8.7" in result.stdout
+    checked = practice("check", cwd=directory)
+    assert "8.7" in checked.stdout and "Lab 8.7" in checked.stdout, (
+        "check with no stage runs the first optional stage once the core is green"
+    )
+
+
 def test_check_shows_the_first_failure_the_file_and_the_hint(fresh: Path) -> None:
     result = practice("check", cwd=fresh)
     assert result.returncode == 1

@@ -112,3 +112,21 @@ def test_html_escapes_and_shows_failures() -> None:
 def test_long_outputs_are_truncated_with_a_visible_mark() -> None:
     text = truncate("x" * 10_000, 100)
     assert text.startswith("x" * 100) and text.endswith("[truncated 9900 characters]")
+
+
+def test_optional_stages_are_bonus_in_every_total() -> None:
+    result = sample()
+    result.stages.append(StageScore("8.7", "Look around", 10, 10, True))
+    result.tests.append(
+        TestResult("tests/test_lab8_7_navigation.py::test_ls", "8.7", False, "passed", "", 10, 10)
+    )
+    result.bonus, result.max_bonus = 11, 11
+    assert (result.score, result.max_score) == (10, 35), "optional stages stay out of the score"
+    data = json.loads(gradescope.render(result))
+    assert (data["score"], data["max_score"]) == (10, 35)
+    extension = data["tests"][-1]
+    assert extension["max_score"] == 0 and extension["score"] == 10, "extra credit on Gradescope"
+    assert "optional" in extension["name"] and "11 of 11" in data["output"]
+    header = next(csv.reader(io.StringIO(gradebook.render(LAB, [result]))))
+    assert "stage 8.7 (bonus)" in header and "stage 8.6" in header
+    assert "8.7 (bonus)" in html.render(LAB, [result])

@@ -1,4 +1,5 @@
 import asyncio
+import dataclasses
 from typing import Any
 
 import pytest
@@ -100,6 +101,14 @@ def test_definitions_are_openai_style_functions() -> None:
     assert definition["name"] == "echo"
     assert definition["parameters"]["type"] == "object"
     assert definition["parameters"]["required"] == ["value"]
+
+
+def test_a_read_only_tool_says_so_in_its_definition() -> None:
+    plain = echo_tool("plain")
+    looking = dataclasses.replace(echo_tool("look"), read_only=True)
+    plain_definition, looking_definition = ToolRegistry([plain, looking]).definitions()
+    assert "annotations" not in plain_definition
+    assert looking_definition["annotations"] == {"readOnlyHint": True}
 
 
 # ---------------------------------------------------------------- execute_tool_call

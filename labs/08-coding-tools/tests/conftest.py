@@ -15,6 +15,9 @@ STAGES = {
     "lab8_4": "Lab 8.4 edit: exact batched replacements",
     "lab8_5": "Lab 8.5 bash: a process group to one bounded end",
     "lab8_6": "Lab 8.6 loop: the tools through the agent loop",
+    "lab8_7": "Lab 8.7 (optional) look around: read-only ls and glob",
+    "lab8_8": "Lab 8.8 (optional) see before you write: diff and confirmation",
+    "lab8_9": "Lab 8.9 (optional) edit like a careful colleague",
 }
 
 

@@ -9,6 +9,7 @@ import os
 import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,7 +20,7 @@ from picourse.tool import ToolRegistry
 pytestmark = pytest.mark.lab8_1
 
 
-def tools(workspace: Path, **limits: int) -> ToolRegistry:
+def tools(workspace: Path, **limits: Any) -> ToolRegistry:
     return create_coding_tools(workspace, "unrestricted", **limits)
 
 

@@ -11,6 +11,7 @@ import shlex
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -25,7 +26,7 @@ pytestmark = [pytest.mark.lab8_5, pytest.mark.timeout(60)]
 PY = shlex.quote(sys.executable)
 
 
-def unrestricted(workspace: Path, **options: int) -> ToolRegistry:
+def unrestricted(workspace: Path, **options: Any) -> ToolRegistry:
     return create_coding_tools(workspace, "unrestricted", **options)
 
 

@@ -214,13 +214,19 @@ class Tool:
     description: str
     schema: Schema
     execute: Execute
+    # A tool that only looks (never writes, never runs anything) can be run without asking.
+    read_only: bool = False
 
     def definition(self) -> dict[str, Any]:
-        return {
+        definition = {
             "name": self.name,
             "description": self.description,
             "parameters": self.schema.json_schema(),
         }
+        if self.read_only:
+            # The hint's name follows the Model Context Protocol's tool annotations.
+            definition["annotations"] = {"readOnlyHint": True}
+        return definition
 
 
 class ToolRegistry:
@@ -245,7 +251,8 @@ class ToolRegistry:
         return builtins.list(self._tools)
 
     def definitions(self) -> builtins.list[dict[str, Any]]:
-        """Name, description and JSON-schema parameters: an OpenAI-style function per tool."""
+        """Name, description and JSON-schema parameters: an OpenAI-style function per tool.
+        A read-only tool also carries ``"annotations": {"readOnlyHint": True}``."""
         return [tool.definition() for tool in self._tools.values()]
 
     def list(self) -> builtins.list[Tool]:

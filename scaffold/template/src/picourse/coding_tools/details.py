@@ -39,8 +39,24 @@ class BashDetails:
 
 
 @dataclass(frozen=True)
+class ListDetails:
+    path: str  # the directory listed
+    entries: int  # how many entries it has (all of them, not only those shown)
+    truncated: bool  # some entries were left out
+
+
+@dataclass(frozen=True)
+class GlobDetails:
+    pattern: str
+    matches: int  # how many paths matched (all of them, not only those shown)
+    truncated: bool  # some matches were left out
+
+
+@dataclass(frozen=True)
 class Edit:
-    """One exact replacement: ``old_text`` must occur exactly once when its turn comes."""
+    """One exact replacement: ``old_text`` must occur exactly once when its turn comes,
+    or, with ``replace_all`` (careful edits, Lab 8.9), at least once."""
 
     old_text: str
     new_text: str
+    replace_all: bool = False

@@ -11,6 +11,11 @@ class WorkspaceEscapeError(PathError):
     """The path leaves the workspace, lexically or through a symlink."""
 
 
+class ChangeRefused(Exception):
+    """A write or edit that cannot be applied as asked; the message says what to do
+    instead. Raise it before anything is written."""
+
+
 def describe_os_error(path: str, error: OSError, *, action: str) -> str:
     """One sentence a model can act on, for ``action`` ('read', 'write', 'edit')."""
     if isinstance(error, FileNotFoundError):

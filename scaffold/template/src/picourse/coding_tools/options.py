@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Literal, TypeAlias
+from typing import TYPE_CHECKING, Literal, TypeAlias
+
+if TYPE_CHECKING:
+    from picourse.coding_tools.approval import Confirm
+    from picourse.coding_tools.careful_edit import ReadLedger
 
 Containment: TypeAlias = Literal["workspace", "unrestricted"]
 CONTAINMENTS: tuple[Containment, ...] = ("workspace", "unrestricted")
@@ -18,6 +22,10 @@ class CodingToolOptions:
     max_read_lines: int = 240
     max_bash_output_bytes: int = 96_000
     bash_timeout_ms: int = 30_000
+    # The extension stages; off by default, so stages 8.1-8.6 never depend on them.
+    confirm: Confirm | None = None  # Lab 8.8: ask before write, edit and bash
+    careful_edits: bool = False  # Lab 8.9: replace_all, line endings, hints, snippet
+    ledger: ReadLedger | None = None  # Lab 8.9: what was read; set with careful_edits
 
     def __post_init__(self) -> None:
         if self.containment not in CONTAINMENTS:

@@ -1,22 +1,30 @@
-"""``create_coding_tools``: the four tools, their argument schemas and their wiring.
+"""``create_coding_tools``: the tools, their argument schemas and their wiring.
 
 Given. Each tool's work happens in its lab module; this file only declares what the
-model may send and hands validated arguments over.
+model may send and hands validated arguments over. The extension stages are switched on
+here: ``navigation`` (8.7), ``confirm`` (8.8) and ``careful_edits`` (8.9).
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 from typing import Any
 
+from picourse.coding_tools.approval import Confirm
 from picourse.coding_tools.bash import run_bash
-from picourse.coding_tools.details import Edit
+from picourse.coding_tools.careful_edit import ReadLedger
+from picourse.coding_tools.details import Edit, ReadDetails
 from picourse.coding_tools.edit import edit_file
+from picourse.coding_tools.glob import find_paths
+from picourse.coding_tools.ls import list_directory
+from picourse.coding_tools.mutation_queue import canonical_key
 from picourse.coding_tools.options import CodingToolOptions, Containment
 from picourse.coding_tools.read import read_file
 from picourse.coding_tools.write import write_file
 from picourse.tool import (
     Array,
+    Boolean,
     Object,
     Tool,
     ToolContext,
@@ -41,24 +49,53 @@ WRITE_SCHEMA = object_schema(
         "content": string("The complete new content of the file."),
     }
 )
-EDIT_SCHEMA = object_schema(
-    {
-        "path": string("File to edit."),
-        "edits": Array(
-            Object(
-                {
-                    "old_text": string("Exact text to find; must match once."),
-                    "new_text": string("Replacement text."),
-                }
+
+
+def _edit_schema(careful: bool) -> Object:
+    replace_all = (
+        {"replace_all": Boolean("Replace every occurrence instead of exactly one.", optional=True)}
+        if careful
+        else {}
+    )
+    return object_schema(
+        {
+            "path": string("File to edit."),
+            "edits": Array(
+                Object(
+                    {
+                        "old_text": string("Exact text to find; must match once."),
+                        "new_text": string("Replacement text."),
+                        **replace_all,
+                    }
+                ),
+                "Replacements applied in order; all succeed or none is written.",
+                optional=True,
             ),
-            "Replacements applied in order; all succeed or none is written.",
-            optional=True,
-        ),
-        "old_text": optional_string("Shorthand for a single edit: exact text to find."),
-        "new_text": optional_string("Shorthand for a single edit: replacement text."),
+            "old_text": optional_string("Shorthand for a single edit: exact text to find."),
+            "new_text": optional_string("Shorthand for a single edit: replacement text."),
+            **replace_all,
+        }
+    )
+
+
+EDIT_SCHEMA = _edit_schema(careful=False)
+BASH_SCHEMA = object_schema({"command": string("Shell command, run with bash in the workspace.")})
+LS_SCHEMA = object_schema(
+    {
+        "path": optional_string("Directory to list (default: the workspace)."),
+        "limit": optional_positive_int("Maximum number of entries to show."),
     }
 )
-BASH_SCHEMA = object_schema({"command": string("Shell command, run with bash in the workspace.")})
+GLOB_SCHEMA = object_schema(
+    {
+        "pattern": string("Glob relative to path: * and ? within a name, ** across folders."),
+        "path": optional_string("Directory to search from (default: the workspace)."),
+        "include_hidden": Boolean(
+            "Also search hidden paths, dependency folders and .gitignored files.", optional=True
+        ),
+        "limit": optional_positive_int("Maximum number of paths to return."),
+    }
+)
 
 
 def create_coding_tools(
@@ -69,8 +106,17 @@ def create_coding_tools(
     max_read_lines: int = 240,
     max_bash_output_bytes: int = 96_000,
     bash_timeout_ms: int = 30_000,
+    navigation: bool = False,
+    confirm: Confirm | None = None,
+    careful_edits: bool = False,
 ) -> ToolRegistry:
-    """A registry with ``read``, ``write``, ``edit`` and ``bash``, in that order."""
+    """A registry with ``read``, ``write``, ``edit`` and ``bash``, in that order.
+
+    ``navigation=True`` adds the read-only ``ls`` and ``glob`` after them (Lab 8.7);
+    ``confirm`` asks an approver before write, edit and bash change anything (Lab 8.8);
+    ``careful_edits=True`` makes edit and write careful (Lab 8.9): read before editing,
+    ``replace_all``, kept line endings and BOM, hints, and the edited region in the result.
+    """
     options = CodingToolOptions(
         os.fspath(cwd),
         containment,
@@ -78,17 +124,26 @@ def create_coding_tools(
         max_read_lines,
         max_bash_output_bytes,
         bash_timeout_ms,
+        confirm=confirm,
+        careful_edits=careful_edits,
+        ledger=ReadLedger() if careful_edits else None,
     )
-    return ToolRegistry(
-        [read_tool(options), write_tool(options), edit_tool(options), bash_tool(options)]
-    )
+    tools = [read_tool(options), write_tool(options), edit_tool(options), bash_tool(options)]
+    if navigation:
+        tools += [ls_tool(options), glob_tool(options)]
+    return ToolRegistry(tools)
 
 
 def read_tool(options: CodingToolOptions) -> Tool:
     async def execute(params: Any, ctx: ToolContext) -> ToolOutput:
-        return await read_file(
+        output = await read_file(
             options, params["path"], offset=params.get("offset", 1), limit=params.get("limit")
         )
+        if options.ledger is not None and isinstance(output.details, ReadDetails):
+            # Careful edits (8.9): remember what the model has seen of this file.
+            key = canonical_key(output.details.path)
+            await asyncio.to_thread(options.ledger.record_file, key)
+        return output
 
     return Tool(
         "read",
@@ -97,6 +152,7 @@ def read_tool(options: CodingToolOptions) -> Tool:
         "the offset to continue from.",
         READ_SCHEMA,
         execute,
+        read_only=True,
     )
 
 
@@ -121,9 +177,12 @@ def edit_tool(options: CodingToolOptions) -> Tool:
                 "pair, not both."
             )
         if "edits" in params:
-            edits = [Edit(item["old_text"], item["new_text"]) for item in params["edits"]]
+            edits = [
+                Edit(item["old_text"], item["new_text"], item.get("replace_all", False))
+                for item in params["edits"]
+            ]
         elif "old_text" in params and "new_text" in params:
-            edits = [Edit(params["old_text"], params["new_text"])]
+            edits = [Edit(params["old_text"], params["new_text"], params.get("replace_all", False))]
         else:
             return ToolOutput.error(
                 "edit needs edits: [{old_text, new_text}, ...] or both old_text and new_text."
@@ -133,8 +192,9 @@ def edit_tool(options: CodingToolOptions) -> Tool:
     return Tool(
         "edit",
         "Replace exact text in a file. Each old_text must match exactly once; several edits are "
-        "applied in order and written together, or not at all.",
-        EDIT_SCHEMA,
+        "applied in order and written together, or not at all."
+        + (" Read a file before editing it." if options.careful_edits else ""),
+        _edit_schema(options.careful_edits),
         execute,
     )
 
@@ -150,4 +210,38 @@ def bash_tool(options: CodingToolOptions) -> Tool:
         f"{options.max_bash_output_bytes} bytes). Processes it starts do not outlive it.",
         BASH_SCHEMA,
         execute,
+    )
+
+
+def ls_tool(options: CodingToolOptions) -> Tool:
+    async def execute(params: Any, ctx: ToolContext) -> ToolOutput:
+        return await list_directory(options, params.get("path", "."), limit=params.get("limit"))
+
+    return Tool(
+        "ls",
+        "List a directory: folders first (with a / suffix), then files. Read-only.",
+        LS_SCHEMA,
+        execute,
+        read_only=True,
+    )
+
+
+def glob_tool(options: CodingToolOptions) -> Tool:
+    async def execute(params: Any, ctx: ToolContext) -> ToolOutput:
+        return await find_paths(
+            options,
+            params["pattern"],
+            params.get("path", "."),
+            include_hidden=params.get("include_hidden", False),
+            limit=params.get("limit"),
+        )
+
+    return Tool(
+        "glob",
+        "Find files by pattern, as sorted paths relative to the workspace. Skips hidden "
+        "paths, dependency folders and .gitignored files unless include_hidden is true. "
+        "Read-only.",
+        GLOB_SCHEMA,
+        execute,
+        read_only=True,
     )

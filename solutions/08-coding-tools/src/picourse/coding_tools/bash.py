@@ -26,6 +26,7 @@ from typing import Any
 import psutil
 
 from picourse.abort import AbortSignal
+from picourse.coding_tools.confirm import ask_before_command
 from picourse.coding_tools.details import BashDetails
 from picourse.coding_tools.options import CodingToolOptions
 from picourse.coding_tools.output_budget import OutputBudget
@@ -71,6 +72,8 @@ async def run_bash(
             )
     if signal is not None and signal.aborted:
         return ToolOutput.error("Command not started: the run was aborted.", details(aborted=True))
+    if options.confirm is not None and not await ask_before_command(options, command):
+        return ToolOutput.error("The user declined to run this command; it was not run.", details())
 
     loop = asyncio.get_running_loop()
     budget = OutputBudget(options.max_bash_output_bytes)

@@ -15,8 +15,9 @@ import os
 import secrets
 import stat
 
+from picourse.coding_tools.confirm import ask_before_change
 from picourse.coding_tools.details import WriteDetails
-from picourse.coding_tools.errors import PathError, describe_os_error
+from picourse.coding_tools.errors import ChangeRefused, PathError, describe_os_error
 from picourse.coding_tools.mutation_queue import DEFAULT_MUTATION_QUEUE, canonical_key
 from picourse.coding_tools.options import CodingToolOptions
 from picourse.coding_tools.paths import resolve_path
@@ -30,13 +31,51 @@ async def write_file(options: CodingToolOptions, path: str, content: str) -> Too
         return ToolOutput.error(str(error))
     data = content.encode("utf-8")
     key = canonical_key(absolute)
+
+    async def replace() -> bool:
+        """Write inside the lane; False when nothing needed writing."""
+        if options.confirm is None and options.ledger is None:
+            await asyncio.to_thread(write_atomic, key, data)
+            return True
+        old = await asyncio.to_thread(_current, key)
+        if options.ledger is not None and old is not None:  # careful edits (8.9)
+            refusal = options.ledger.verify(key, path, old)
+            if refusal is not None:
+                raise ChangeRefused(refusal)
+        if options.confirm is not None:  # the confirmation gate (8.8)
+            decision = await ask_before_change(options, "write", path, old, data)
+            if decision == "unchanged":
+                return False
+            if decision == "declined":
+                raise ChangeRefused(f"The user declined the write; {path} is unchanged.")
+        await asyncio.to_thread(write_atomic, key, data)
+        if options.ledger is not None:
+            options.ledger.record(key, data)
+        return True
+
     try:
-        await DEFAULT_MUTATION_QUEUE.run(key, lambda: asyncio.to_thread(write_atomic, key, data))
+        written = await DEFAULT_MUTATION_QUEUE.run(key, replace)
+    except ChangeRefused as refusal:
+        return ToolOutput.error(str(refusal))
     except OSError as error:
         return ToolOutput.error(describe_os_error(path, error, action="write"))
+    if not written:
+        return ToolOutput.of_text(
+            f"{path} already holds exactly this content; nothing was written.",
+            WriteDetails(absolute, len(data)),
+        )
     return ToolOutput.of_text(
         f"Wrote {len(data)} bytes to {path}.", WriteDetails(absolute, len(data))
     )
+
+
+def _current(key: str) -> bytes | None:
+    """The file's bytes, or None when there is no file yet."""
+    try:
+        with open(key, "rb") as file:
+            return file.read()
+    except FileNotFoundError:
+        return None
 
 
 def write_atomic(path: str, data: bytes) -> None:

@@ -1,0 +1,217 @@
+"""Lab 8.7 (optional) — look around: read-only ls and glob.
+
+Both are registered with create_coding_tools(..., navigation=True), after the four core
+tools; both go through the workspace resolver of Lab 8.2, and nothing they do writes.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from lab_helpers import call_now, snapshot, text_of
+from picourse.coding_tools import GlobDetails, ListDetails, create_coding_tools
+from picourse.tool import ToolOutput, ToolRegistry
+
+pytestmark = pytest.mark.lab8_7
+
+
+def tools(workspace: Path) -> ToolRegistry:
+    return create_coding_tools(workspace, navigation=True)
+
+
+def ls(workspace: Path, **arguments: object) -> ToolOutput:
+    return call_now(tools(workspace), "ls", **arguments)
+
+
+def glob(workspace: Path, pattern: str, **arguments: object) -> ToolOutput:
+    return call_now(tools(workspace), "glob", pattern=pattern, **arguments)
+
+
+def lines_of(output: ToolOutput) -> list[str]:
+    return text_of(output).splitlines()
+
+
+@pytest.fixture
+def project(workspace: Path) -> Path:
+    """A small repository: sources, tests, docs, and the clutter glob must skip."""
+    files = {
+        "README.md": "# demo\n",
+        "setup.py": "",
+        "src/app/__init__.py": "",
+        "src/app/core.py": "",
+        "src/app/util/strings.py": "",
+        "tests/test_core.py": "",
+        "docs/guide.txt": "",
+        ".env": "SECRET=1\n",
+        ".github/workflows/ci.yml": "",
+        "node_modules/left-pad/index.js": "",
+        "node_modules/left-pad/setup.py": "",
+        "env/pyvenv.cfg": "home = /usr\n",
+        "env/lib/site.py": "",
+        "build/out.py": "",
+        "notes.log": "",
+        ".gitignore": "build/\n*.log\n",
+    }
+    for name, content in files.items():
+        path = workspace / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(content)
+    return workspace
+
+
+# ---------------------------------------------------------------- ls
+
+
+def test_ls_lists_folders_first_then_files_with_a_count(project: Path) -> None:
+    out = ls(project)
+    assert not out.is_error, text_of(out)
+    lines = lines_of(out)
+    assert lines[:-1] == [
+        ".github/",
+        "build/",
+        "docs/",
+        "env/",
+        "node_modules/",
+        "src/",
+        "tests/",
+        ".env",
+        ".gitignore",
+        "README.md",
+        "notes.log",
+        "setup.py",
+    ], "folders first with a / suffix, then files, each group sorted by name"
+    assert lines[-1] == "[12 entries]", "the listing ends with how many entries there are"
+    assert out.details == ListDetails(str(project), 12, False)
+
+
+def test_ls_caps_long_listings_with_a_notice(workspace: Path) -> None:
+    for number in range(30):
+        (workspace / f"file{number:02}.txt").write_text("")
+    out = ls(workspace, limit=10)
+    lines = lines_of(out)
+    assert lines[:10] == [f"file{number:02}.txt" for number in range(10)]
+    assert len(lines) == 11 and lines[-1].startswith("[Showing 10 of 30 entries"), (
+        "a capped listing shows `limit` entries and says how many there are in all"
+    )
+    assert out.details == ListDetails(str(workspace), 30, True)
+
+
+def test_ls_lists_a_subfolder_and_refuses_a_file_or_a_missing_path(project: Path) -> None:
+    assert lines_of(ls(project, path="src/app")) == [
+        "util/",
+        "__init__.py",
+        "core.py",
+        "[3 entries]",
+    ]
+    for path in ("README.md", "missing"):
+        out = ls(project, path=path)
+        assert out.is_error and path in text_of(out), f"ls {path} must be a clear error"
+
+
+def test_ls_stays_inside_the_workspace(workspace: Path, outside: Path) -> None:
+    (workspace / "link").symlink_to(outside, target_is_directory=True)
+    for path in ("../outside", str(outside), "link"):
+        out = ls(workspace, path=path)
+        assert out.is_error and "escapes the workspace" in text_of(out), (
+            f"ls {path!r} must be refused by the workspace resolver of Lab 8.2"
+        )
+
+
+# ---------------------------------------------------------------- glob
+
+
+def test_glob_matches_stars_and_double_stars_sorted_and_relative(project: Path) -> None:
+    assert lines_of(glob(project, "**/*.py")) == [
+        "setup.py",
+        "src/app/__init__.py",
+        "src/app/core.py",
+        "src/app/util/strings.py",
+        "tests/test_core.py",
+    ], "** spans any number of folders (none included); paths are relative and sorted"
+    assert lines_of(glob(project, "src/*/*.py")) == [
+        "src/app/__init__.py",
+        "src/app/core.py",
+    ], "* never crosses a /"
+    assert lines_of(glob(project, "tests/test_?ore.py")) == ["tests/test_core.py"]
+    out = glob(project, "**/*.py")
+    assert out.details == GlobDetails("**/*.py", 5, False)
+
+
+def test_glob_searches_below_a_path_and_answers_relative_to_the_workspace(
+    project: Path,
+) -> None:
+    assert lines_of(glob(project, "*.py", path="src/app")) == [
+        "src/app/__init__.py",
+        "src/app/core.py",
+    ], "the pattern is relative to path; the answer is relative to the workspace"
+
+
+def test_glob_skips_hidden_dependency_and_ignored_paths_unless_asked(project: Path) -> None:
+    everything = text_of(glob(project, "**/*"))
+    for skipped in (".env", ".github", "node_modules", "env/", "build/", "notes.log"):
+        assert skipped not in everything, (
+            f"{skipped} must be skipped: hidden paths, dependency folders (node_modules, "
+            "virtual environments) and what .gitignore ignores"
+        )
+    asked = lines_of(glob(project, "**/setup.py", include_hidden=True))
+    assert asked == ["node_modules/left-pad/setup.py", "setup.py"], (
+        "include_hidden=true searches everything"
+    )
+    assert "notes.log" in lines_of(glob(project, "*.log", include_hidden=True))
+
+
+def test_glob_caps_results_with_a_notice_suggesting_a_narrower_pattern(workspace: Path) -> None:
+    for number in range(25):
+        (workspace / f"m{number:02}.py").write_text("")
+    out = glob(workspace, "*.py", limit=5)
+    lines = lines_of(out)
+    assert lines[:5] == [f"m{number:02}.py" for number in range(5)]
+    assert len(lines) == 6 and "Showing 5 of 25" in lines[-1] and "narrower" in lines[-1]
+    assert out.details == GlobDetails("*.py", 25, True)
+
+
+def test_glob_with_no_match_says_so_and_bad_patterns_are_errors(project: Path) -> None:
+    out = glob(project, "**/*.rs")
+    assert not out.is_error and "No paths match" in text_of(out)
+    assert out.details == GlobDetails("**/*.rs", 0, False)
+    for pattern in ("", "../*", "/etc/*"):
+        refused = glob(project, pattern)
+        assert refused.is_error, f"pattern {pattern!r} must be refused"
+
+
+def test_glob_never_leaves_the_workspace(workspace: Path, outside: Path) -> None:
+    (outside / "leak.py").write_text("")
+    (workspace / "inside.py").write_text("")
+    (workspace / "link").symlink_to(outside, target_is_directory=True)
+    assert lines_of(glob(workspace, "**/*.py")) == ["inside.py"], (
+        "the walk must not follow a symlinked folder out of the workspace"
+    )
+    out = glob(workspace, "*", path="../outside")
+    assert out.is_error and "escapes the workspace" in text_of(out)
+
+
+# ---------------------------------------------------------------- read-only
+
+
+def test_looking_around_changes_nothing_and_the_tools_say_they_are_read_only(
+    project: Path,
+) -> None:
+    before = snapshot(project)
+    stamps = {path: os.stat(path).st_mtime_ns for path in (project, project / "src")}
+    ls(project)
+    glob(project, "**/*", include_hidden=True)
+    assert snapshot(project) == before, "ls and glob must not change the workspace"
+    assert {path: os.stat(path).st_mtime_ns for path in stamps} == stamps
+    definitions = {d["name"]: d for d in tools(project).definitions()}
+    assert list(definitions) == ["read", "write", "edit", "bash", "ls", "glob"], (
+        "navigation=True adds ls and glob after the four core tools"
+    )
+    read_only = {
+        name for name, d in definitions.items() if d.get("annotations", {}).get("readOnlyHint")
+    }
+    assert read_only == {"read", "ls", "glob"}, (
+        "the looking tools are annotated read-only, so an agent can run them without asking"
+    )

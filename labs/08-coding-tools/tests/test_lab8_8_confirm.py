@@ -1,0 +1,248 @@
+"""Lab 8.8 (optional) — see before you write: a diff preview and a confirmation gate.
+
+create_coding_tools(..., confirm=approver) makes write, edit and bash ask first. The
+approvers here are test doubles that record what they were asked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.console import Console
+
+from lab_helpers import call, call_now, run, snapshot, text_of
+from picourse.coding_tools import (
+    Confirm,
+    ConfirmRequest,
+    WriteDetails,
+    approve_all,
+    create_coding_tools,
+    terminal_confirmer,
+)
+from picourse.tool import ToolRegistry
+
+pytestmark = pytest.mark.lab8_8
+
+
+class Approver:
+    """Answers every request with ``answer`` and keeps the requests."""
+
+    def __init__(self, answer: bool) -> None:
+        self.answer = answer
+        self.requests: list[ConfirmRequest] = []
+
+    async def __call__(self, request: ConfirmRequest) -> bool:
+        self.requests.append(request)
+        return self.answer
+
+
+def tools(workspace: Path, approver: Any) -> ToolRegistry:
+    return create_coding_tools(workspace, confirm=approver)
+
+
+def numbered(count: int) -> str:
+    return "".join(f"line {n}\n" for n in range(1, count + 1))
+
+
+# ---------------------------------------------------------------- write
+
+
+def test_an_approved_write_shows_a_unified_diff_first(workspace: Path) -> None:
+    (workspace / "notes.txt").write_text("alpha\nbeta\ngamma\n")
+    approver = Approver(True)
+    out = call_now(
+        tools(workspace, approver), "write", path="notes.txt", content="alpha\nBETA\ngamma\n"
+    )
+    assert not out.is_error, text_of(out)
+    assert (workspace / "notes.txt").read_text() == "alpha\nBETA\ngamma\n"
+    (request,) = approver.requests
+    assert request.tool == "write" and request.path == "notes.txt"
+    assert request.diff is not None
+    assert request.diff.splitlines() == [
+        "--- a/notes.txt",
+        "+++ b/notes.txt",
+        "@@ -1,3 +1,3 @@",
+        " alpha",
+        "-beta",
+        "+BETA",
+        " gamma",
+    ], "a unified diff with file names in the header and 3 lines of context"
+
+
+def test_a_declined_write_changes_nothing_and_says_so(workspace: Path) -> None:
+    (workspace / "notes.txt").write_text("keep me\n")
+    before, inode = snapshot(workspace), (workspace / "notes.txt").stat().st_ino
+    out = call_now(tools(workspace, Approver(False)), "write", path="notes.txt", content="gone\n")
+    assert out.is_error and "declined" in text_of(out), (
+        "a declined change is reported to the model as declined"
+    )
+    assert snapshot(workspace) == before, "declined: the file is unchanged and no temp file is left"
+    assert (workspace / "notes.txt").stat().st_ino == inode
+
+
+def test_a_new_file_shows_an_all_added_diff_and_a_declined_one_is_not_created(
+    workspace: Path,
+) -> None:
+    approver = Approver(False)
+    out = call_now(tools(workspace, approver), "write", path="new/hello.py", content="a\nb\n")
+    assert out.is_error and not (workspace / "new" / "hello.py").exists()
+    (request,) = approver.requests
+    assert request.diff is not None
+    assert request.diff.splitlines() == [
+        "--- /dev/null",
+        "+++ b/new/hello.py",
+        "@@ -0,0 +1,2 @@",
+        "+a",
+        "+b",
+    ]
+
+
+def test_identical_content_asks_nothing_and_writes_nothing(workspace: Path) -> None:
+    path = workspace / "same.txt"
+    path.write_text("same\n")
+    os.utime(path, ns=(1_000_000_000, 1_000_000_000))
+    inode = path.stat().st_ino
+    approver = Approver(True)
+    out = call_now(tools(workspace, approver), "write", path="same.txt", content="same\n")
+    assert not out.is_error and approver.requests == [], "nothing to approve: do not ask"
+    assert out.details == WriteDetails(str(path), 5)
+    assert path.stat().st_ino == inode and path.stat().st_mtime_ns == 1_000_000_000, (
+        "identical content must not be written again"
+    )
+
+
+def test_the_disk_is_touched_only_after_approval(workspace: Path) -> None:
+    path = workspace / "gate.txt"
+    path.write_text("before\n")
+
+    async def scenario() -> None:
+        asked, answer = asyncio.Event(), asyncio.Event()
+
+        async def approver(request: ConfirmRequest) -> bool:
+            asked.set()
+            await answer.wait()
+            return True
+
+        task = asyncio.create_task(
+            call(tools(workspace, approver), "write", {"path": "gate.txt", "content": "after\n"})
+        )
+        waiting = asyncio.create_task(asked.wait())
+        await asyncio.wait({task, waiting}, return_when=asyncio.FIRST_COMPLETED)
+        if task.done():
+            waiting.cancel()
+            raise AssertionError(f"the write never asked: {text_of(task.result())}")
+        assert path.read_text() == "before\n", "nothing may be written while the user decides"
+        assert [p.name for p in workspace.iterdir()] == ["gate.txt"], "no temp file either"
+        answer.set()
+        out = await task
+        assert not out.is_error and path.read_text() == "after\n"
+
+    run(scenario())
+
+
+def test_a_diff_is_capped_with_a_notice(workspace: Path) -> None:
+    (workspace / "big.txt").write_text(numbered(300))
+    approver = Approver(True)
+    call_now(tools(workspace, approver), "write", path="big.txt", content=numbered(300).upper())
+    diff = approver.requests[0].diff
+    assert diff is not None
+    lines = diff.splitlines()
+    assert len(lines) <= 101 and "truncated" in lines[-1], (
+        "at most 100 diff lines, then a notice that more was left out"
+    )
+
+
+# ---------------------------------------------------------------- edit
+
+
+def test_an_edit_shows_distant_changes_as_separate_hunks(workspace: Path) -> None:
+    (workspace / "long.txt").write_text(numbered(100))
+    approver = Approver(True)
+    out = call_now(
+        tools(workspace, approver),
+        "edit",
+        path="long.txt",
+        edits=[
+            {"old_text": "line 5\n", "new_text": "line five\n"},
+            {"old_text": "line 90\n", "new_text": "line ninety\n"},
+        ],
+    )
+    assert not out.is_error, text_of(out)
+    (request,) = approver.requests
+    assert request.tool == "edit" and request.diff is not None
+    hunks = [line for line in request.diff.splitlines() if line.startswith("@@")]
+    assert hunks == ["@@ -2,7 +2,7 @@", "@@ -87,7 +87,7 @@"], (
+        "two changes far apart are two hunks with 3 lines of context each; trimming a "
+        "common prefix and suffix would show all the lines between them as changed"
+    )
+    assert "line 50" not in request.diff
+
+
+def test_a_declined_edit_leaves_the_file_byte_for_byte(workspace: Path) -> None:
+    path = workspace / "app.py"
+    path.write_bytes(b"x = 1\r\ny = 2\r\n")
+    inode = path.stat().st_ino
+    out = call_now(
+        tools(workspace, Approver(False)), "edit", path="app.py", old_text="x = 1", new_text="x = 3"
+    )
+    assert out.is_error and "declined" in text_of(out)
+    assert path.read_bytes() == b"x = 1\r\ny = 2\r\n" and path.stat().st_ino == inode
+
+
+# ---------------------------------------------------------------- bash and read
+
+
+def test_bash_asks_with_the_command_and_a_declined_command_never_runs(workspace: Path) -> None:
+    approver = Approver(False)
+    out = call_now(tools(workspace, approver), "bash", command="touch ran.txt")
+    assert out.is_error and "declined" in text_of(out)
+    assert not (workspace / "ran.txt").exists(), "a declined command must not run"
+    assert approver.requests == [ConfirmRequest("bash", command="touch ran.txt")]
+    approver.answer = True
+    out = call_now(tools(workspace, approver), "bash", command="touch ran.txt")
+    assert not out.is_error and (workspace / "ran.txt").exists()
+
+
+def test_reading_never_asks_and_approve_all_lets_changes_through(workspace: Path) -> None:
+    (workspace / "a.txt").write_text("one\n")
+    approver = Approver(False)
+    out = call_now(tools(workspace, approver), "read", path="a.txt")
+    assert not out.is_error and approver.requests == [], "read-only tools never ask"
+    registry = tools(workspace, approve_all)
+    assert not call_now(registry, "write", path="a.txt", content="two\n").is_error
+    assert not call_now(registry, "edit", path="a.txt", old_text="two", new_text="3").is_error
+    assert not call_now(registry, "bash", command="touch ok").is_error
+    assert (workspace / "a.txt").read_text() == "3\n" and (workspace / "ok").exists()
+
+
+# ---------------------------------------------------------------- the terminal approver
+
+
+async def ask(confirm: Confirm, request: ConfirmRequest) -> bool:
+    return await confirm(request)
+
+
+@pytest.mark.parametrize(
+    ("typed", "approved"),
+    [("y\n", True), ("yes\n", True), ("\n", False), ("n\n", False), ("", False)],
+)
+def test_the_terminal_approver_shows_the_diff_in_colour_and_defaults_to_no(
+    typed: str, approved: bool
+) -> None:
+    screen = io.StringIO()
+    console = Console(file=screen, force_terminal=True, color_system="standard", width=80)
+    confirm = terminal_confirmer(answers=io.StringIO(typed), console=console)
+    request = ConfirmRequest("edit", path="a.txt", diff="--- a/a.txt\n+++ b/a.txt\n-old\n+new\n")
+    assert run(ask(confirm, request)) is approved, (
+        f"typing {typed!r} must {'' if approved else 'not '}approve"
+    )
+    shown = screen.getvalue()
+    assert "a.txt" in shown and "+new" in shown and "\x1b[" in shown, (
+        "the person sees the file, the diff, in colour"
+    )
+    assert "[y/N]" in shown, "the question says that the default is no"

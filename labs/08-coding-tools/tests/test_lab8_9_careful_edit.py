@@ -1,0 +1,208 @@
+"""Lab 8.9 (optional) — edit like a careful colleague.
+
+create_coding_tools(..., careful_edits=True): read before edit (checked by content hash),
+replace_all, hints for common mistakes, kept line endings and BOM, and the edited
+region in the result. One registry is one session: it remembers what it read.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lab_helpers import call_now, text_of
+from picourse.coding_tools import EditDetails, create_coding_tools
+from picourse.tool import ToolOutput, ToolRegistry
+
+pytestmark = pytest.mark.lab8_9
+
+SOURCE = (
+    "def total(items):\n"
+    "    result = 0\n"
+    "    for item in items:\n"
+    "        result += item\n"
+    "    return result\n"
+)
+
+
+def session(workspace: Path) -> ToolRegistry:
+    return create_coding_tools(workspace, careful_edits=True)
+
+
+def read(tools: ToolRegistry, path: str) -> ToolOutput:
+    out = call_now(tools, "read", path=path)
+    assert not out.is_error, text_of(out)
+    return out
+
+
+def edit(tools: ToolRegistry, path: str, **arguments: Any) -> ToolOutput:
+    return call_now(tools, "edit", path=path, **arguments)
+
+
+def refused(out: ToolOutput, path: Path, before: bytes, *words: str) -> None:
+    assert out.is_error, f"expected a refusal, got: {text_of(out)}"
+    message = text_of(out)
+    for word in words:
+        assert word in message, f"the refusal must mention {word!r}: {message}"
+    assert path.read_bytes() == before, "a refused change must leave the file byte for byte"
+
+
+@pytest.fixture
+def app(workspace: Path) -> Path:
+    path = workspace / "app.py"
+    path.write_text(SOURCE)
+    return path
+
+
+# ---------------------------------------------------------------- read before edit
+
+
+def test_an_unread_file_cannot_be_edited_or_overwritten(workspace: Path, app: Path) -> None:
+    tools = session(workspace)
+    before = app.read_bytes()
+    out = edit(tools, "app.py", old_text="result = 0", new_text="result = 1")
+    refused(out, app, before, "app.py", "Read")
+    out = call_now(tools, "write", path="app.py", content="x = 1\n")
+    refused(out, app, before, "app.py", "Read")
+    created = call_now(tools, "write", path="new.py", content="x = 1\n")
+    assert not created.is_error, "a new file needs no read first"
+
+
+def test_after_a_read_edits_in_a_row_work_because_own_writes_count(
+    workspace: Path, app: Path
+) -> None:
+    tools = session(workspace)
+    read(tools, "app.py")
+    first = edit(tools, "app.py", old_text="result = 0", new_text="result = 1")
+    second = edit(tools, "app.py", old_text="result = 1", new_text="result = 2")
+    third = call_now(tools, "write", path="app.py", content=SOURCE)
+    assert not (first.is_error or second.is_error or third.is_error), (
+        "the tools' own writes refresh what the session knows: "
+        + " | ".join(text_of(o) for o in (first, second, third))
+    )
+
+
+def test_a_change_on_disk_since_the_read_is_caught_by_content_not_mtime(
+    workspace: Path, app: Path
+) -> None:
+    tools = session(workspace)
+    read(tools, "app.py")
+    stat = app.stat()
+    changed = SOURCE.replace("result = 0", "result = 9")  # same size
+    app.write_text(changed)
+    os.utime(app, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # and the same mtime
+    out = edit(tools, "app.py", old_text="return result", new_text="return result * 2")
+    refused(out, app, changed.encode(), "changed", "again")
+    read(tools, "app.py")
+    out = edit(tools, "app.py", old_text="return result", new_text="return result * 2")
+    assert not out.is_error, f"after reading again the edit goes through: {text_of(out)}"
+
+
+def test_two_sessions_do_not_share_what_they_read(workspace: Path, app: Path) -> None:
+    read(session(workspace), "app.py")
+    out = edit(session(workspace), "app.py", old_text="result = 0", new_text="result = 1")
+    refused(out, app, SOURCE.encode(), "Read")
+
+
+# ---------------------------------------------------------------- matching
+
+
+def test_replace_all_replaces_every_occurrence(workspace: Path, app: Path) -> None:
+    tools = session(workspace)
+    read(tools, "app.py")
+    out = edit(
+        tools, "app.py", edits=[{"old_text": "result", "new_text": "acc", "replace_all": True}]
+    )
+    assert not out.is_error, text_of(out)
+    assert app.read_text() == SOURCE.replace("result", "acc")
+    assert out.details == EditDetails(str(app), len(SOURCE), len(SOURCE) - 9, 1)
+
+
+def test_several_matches_without_replace_all_name_their_lines(workspace: Path, app: Path) -> None:
+    tools = session(workspace)
+    read(tools, "app.py")
+    out = edit(tools, "app.py", old_text="result", new_text="acc")
+    refused(out, app, SOURCE.encode(), "edits[0]", "3 times", "lines 2, 4, 5", "replace_all")
+
+
+def test_a_line_number_prefix_gets_a_hint_to_drop_it(workspace: Path, app: Path) -> None:
+    tools = session(workspace)
+    read(tools, "app.py")
+    out = edit(tools, "app.py", old_text="   2│     result = 0", new_text="    result = 1")
+    refused(out, app, SOURCE.encode(), "edits[0]", "no match", "prefix")
+
+
+def test_an_edit_that_changes_nothing_is_refused_as_a_no_op(workspace: Path, app: Path) -> None:
+    tools = session(workspace)
+    read(tools, "app.py")
+    inode = app.stat().st_ino
+    out = edit(tools, "app.py", old_text="result = 0", new_text="result = 0")
+    refused(out, app, SOURCE.encode(), "edits[0]", "identical")
+    assert app.stat().st_ino == inode
+
+
+# ---------------------------------------------------------------- line endings and BOM
+
+
+def test_crlf_files_match_lf_old_text_and_keep_their_endings(workspace: Path) -> None:
+    path = workspace / "win.txt"
+    path.write_bytes(b"alpha  \r\nbeta\r\ngamma\t\r\ndelta\r\n")
+    tools = session(workspace)
+    read(tools, "win.txt")
+    out = edit(tools, "win.txt", old_text="beta\ngamma", new_text="BETA\nGAMMA\nextra")
+    assert not out.is_error, f"old_text written with \\n must match a CRLF file: {text_of(out)}"
+    assert path.read_bytes() == b"alpha  \r\nBETA\r\nGAMMA\r\nextra\t\r\ndelta\r\n", (
+        "every line keeps CRLF, new lines get CRLF, untouched bytes stay as they were"
+    )
+
+
+def test_a_utf8_bom_is_kept(workspace: Path) -> None:
+    path = workspace / "bom.py"
+    path.write_bytes(b"\xef\xbb\xbfname = 'caf\xc3\xa9'\r\nsize = 1\r\n")
+    tools = session(workspace)
+    read(tools, "bom.py")
+    out = edit(tools, "bom.py", old_text="size = 1", new_text="size = 2")
+    assert not out.is_error, text_of(out)
+    assert path.read_bytes() == b"\xef\xbb\xbfname = 'caf\xc3\xa9'\r\nsize = 2\r\n"
+
+
+def test_a_file_with_mixed_endings_keeps_every_byte_outside_the_edit(workspace: Path) -> None:
+    path = workspace / "mixed.txt"
+    path.write_bytes(b"one\r\ntwo\nthree\r\n")
+    tools = session(workspace)
+    read(tools, "mixed.txt")
+    out = edit(tools, "mixed.txt", old_text="two", new_text="TWO")
+    assert not out.is_error, text_of(out)
+    assert path.read_bytes() == b"one\r\nTWO\nthree\r\n", "mixed endings: touch only the match"
+
+
+# ---------------------------------------------------------------- the result
+
+
+def test_the_result_shows_the_edited_region_where_the_edit_happened(workspace: Path) -> None:
+    lines = [f"line {n}" for n in range(1, 61)]
+    lines[2] = "value = 2"  # the new text already occurs near the top
+    lines[49] = "value = 1"
+    path = workspace / "config.py"
+    path.write_text("\n".join(lines) + "\n")
+    tools = session(workspace)
+    read(tools, "config.py")
+    out = edit(tools, "config.py", old_text="value = 1", new_text="value = 2")
+    assert not out.is_error, text_of(out)
+    shown = text_of(out)
+    assert "  50│ value = 2" in shown, "the snippet shows the edited line, numbered like read"
+    assert "  47│ line 47" in shown and "  53│ line 53" in shown, "with context around it"
+    assert "   3│" not in shown, (
+        "centred on where the edit landed, not on the first occurrence of the new text"
+    )
+
+
+def test_the_schema_offers_replace_all_only_to_careful_sessions(workspace: Path) -> None:
+    careful = {d["name"]: d for d in session(workspace).definitions()}["edit"]
+    plain = {d["name"]: d for d in create_coding_tools(workspace).definitions()}["edit"]
+    item = careful["parameters"]["properties"]["edits"]["items"]["properties"]
+    assert "replace_all" in item and "replace_all" in careful["parameters"]["properties"]
+    assert "replace_all" not in str(plain), "the core edit tool keeps its contract schema"

@@ -1,0 +1,49 @@
+"""Lab 8.8 — see before you write: a diff preview and a confirmation gate (optional stage).
+
+``diff_preview`` renders a unified diff (difflib, 3 lines of context, ``a/{path}`` and
+``b/{path}`` in the header, ``/dev/null`` as the old side of a new file), capped at
+``max_lines`` lines with a notice. ``ask_before_change`` returns ``"unchanged"`` when old
+and new are equal (nobody is asked), else asks ``options.confirm`` with a
+``ConfirmRequest`` carrying the diff and returns ``"approved"`` or ``"declined"``;
+``ask_before_command`` asks with the command. ``terminal_confirmer`` builds an approver
+for a person: print the diff in colour (rich), ask y/N, read one line from ``answers``
+(default: stdin) without blocking the event loop.
+
+Then wire the gate in: write and edit (inside their queue lane, before the atomic write)
+and bash (before anything is spawned) ask when ``options.confirm`` is set. A declined
+change is an error result that says so, and nothing changes.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, TextIO, TypeAlias
+
+from rich.console import Console
+
+from picourse.coding_tools.approval import Confirm
+from picourse.coding_tools.options import CodingToolOptions
+
+MAX_DIFF_LINES = 100
+Decision: TypeAlias = Literal["approved", "declined", "unchanged"]
+
+
+def diff_preview(path: str, old: str | None, new: str, *, max_lines: int = MAX_DIFF_LINES) -> str:
+    # Lab 8.8: difflib's unified diff, capped with a notice.
+    raise NotImplementedError("Lab 8.8 diff_preview is not implemented yet")
+
+
+async def ask_before_change(
+    options: CodingToolOptions, tool: str, path: str, old: bytes | None, new: bytes
+) -> Decision:
+    # Lab 8.8: unchanged asks nobody; otherwise ask options.confirm with the diff.
+    raise NotImplementedError("Lab 8.8 ask_before_change is not implemented yet")
+
+
+async def ask_before_command(options: CodingToolOptions, command: str) -> bool:
+    # Lab 8.8: ask options.confirm with the command.
+    raise NotImplementedError("Lab 8.8 ask_before_command is not implemented yet")
+
+
+def terminal_confirmer(*, answers: TextIO | None = None, console: Console | None = None) -> Confirm:
+    # Lab 8.8: an approver that shows the request and reads y/N.
+    raise NotImplementedError("Lab 8.8 terminal_confirmer is not implemented yet")

@@ -1,0 +1,89 @@
+"""Lab 8.8 (reference): see before you write.
+
+Write and edit compute the whole new content first, show it as a unified diff (3 lines
+of context, capped) and touch the disk only if the approver says yes. Identical content
+asks nothing and writes nothing. Bash asks with the command. Read-only tools never ask.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import difflib
+import sys
+from typing import Literal, TextIO, TypeAlias
+
+from rich.console import Console
+from rich.syntax import Syntax
+
+from picourse.coding_tools.approval import Confirm, ConfirmRequest
+from picourse.coding_tools.options import CodingToolOptions
+
+MAX_DIFF_LINES = 100
+Decision: TypeAlias = Literal["approved", "declined", "unchanged"]
+
+
+def diff_preview(path: str, old: str | None, new: str, *, max_lines: int = MAX_DIFF_LINES) -> str:
+    """A unified diff from ``old`` (None: the file is new) to ``new``. difflib finds the
+    changed blocks, so edits far apart show as separate hunks, not one long change."""
+    before = [] if old is None else _lines(old)
+    diff = list(
+        difflib.unified_diff(
+            before,
+            _lines(new),
+            fromfile="/dev/null" if old is None else f"a/{path}",
+            tofile=f"b/{path}",
+            n=3,
+        )
+    )
+    if len(diff) > max_lines:
+        left = len(diff) - max_lines
+        diff = [*diff[:max_lines], f"[diff truncated: {left} more lines not shown]\n"]
+    return "".join(diff)
+
+
+async def ask_before_change(
+    options: CodingToolOptions, tool: str, path: str, old: bytes | None, new: bytes
+) -> Decision:
+    """Ask the approver about replacing ``old`` (None: no file yet) with ``new``."""
+    if old == new:
+        return "unchanged"
+    if options.confirm is None:
+        return "approved"
+    diff = diff_preview(path, None if old is None else _text(old), _text(new))
+    approved = await options.confirm(ConfirmRequest(tool, path=path, diff=diff))
+    return "approved" if approved else "declined"
+
+
+async def ask_before_command(options: CodingToolOptions, command: str) -> bool:
+    if options.confirm is None:
+        return True
+    return await options.confirm(ConfirmRequest("bash", command=command))
+
+
+def terminal_confirmer(*, answers: TextIO | None = None, console: Console | None = None) -> Confirm:
+    """An approver for a person at a terminal: shows the diff (or command) in colour and
+    asks y/N; anything but y or yes declines."""
+    shown = console or Console(stderr=True)
+
+    async def confirm(request: ConfirmRequest) -> bool:
+        if request.diff is not None:
+            shown.print(f"[bold]{request.tool}[/bold] wants to change {request.path}:")
+            shown.print(Syntax(request.diff, "diff", theme="ansi_dark"))
+        else:
+            shown.print(f"[bold]{request.tool}[/bold] wants to run: {request.command}")
+        shown.print("Allow? [y/N] ", end="", markup=False, highlight=False)
+        line = await asyncio.to_thread((answers or sys.stdin).readline)
+        return line.strip().lower() in {"y", "yes"}
+
+    return confirm
+
+
+def _lines(text: str) -> list[str]:
+    lines = text.splitlines(keepends=True)
+    if lines and not lines[-1].endswith(("\n", "\r")):
+        lines[-1] += "\n\\ No newline at end of file\n"
+    return lines
+
+
+def _text(data: bytes) -> str:
+    return data.decode("utf-8", errors="replace")

@@ -1,0 +1,126 @@
+"""Lab 8.7 (reference): find paths by pattern, read-only.
+
+``*`` and ``?`` match within one name, ``**`` matches any number of folders. The walk
+never follows symlinked folders (so it cannot leave the workspace through one), prunes
+hidden paths, dependency folders and what the workspace's .gitignore ignores before
+descending into them (unless asked), and returns paths relative to the workspace, sorted,
+capped with a notice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+
+import pathspec
+
+from picourse.coding_tools.details import GlobDetails
+from picourse.coding_tools.errors import PathError, describe_os_error
+from picourse.coding_tools.options import CodingToolOptions
+from picourse.coding_tools.paths import resolve_path
+from picourse.tool import ToolOutput
+
+DEFAULT_GLOB_LIMIT = 200
+DEPENDENCY_FOLDERS = frozenset(
+    {"node_modules", "__pycache__", "venv", ".venv", "site-packages", ".tox", ".git"}
+)
+
+
+async def find_paths(
+    options: CodingToolOptions,
+    pattern: str,
+    path: str = ".",
+    *,
+    include_hidden: bool = False,
+    limit: int | None = None,
+) -> ToolOutput:
+    if not pattern.strip():
+        return ToolOutput.error("pattern must not be empty: try '**/*.py' or 'src/*'.")
+    if pattern.startswith("/") or ".." in pattern.split("/"):
+        return ToolOutput.error(
+            "pattern must be relative and stay below path: give the folder as path and a "
+            "pattern such as '**/*.py'."
+        )
+    try:
+        root = resolve_path(options, path)
+        matches = await asyncio.to_thread(
+            _walk, options.cwd, root, _compile(pattern), include_hidden
+        )
+    except PathError as error:
+        return ToolOutput.error(str(error))
+    except OSError as error:
+        return ToolOutput.error(describe_os_error(path, error, action="search"))
+    cap = limit or DEFAULT_GLOB_LIMIT
+    truncated = len(matches) > cap
+    lines = matches[:cap]
+    if truncated:
+        lines.append(f"[Showing {cap} of {len(matches)} matches; use a narrower pattern or path]")
+    elif not matches:
+        lines.append(f"No paths match {pattern!r}.")
+    return ToolOutput.of_text("\n".join(lines), GlobDetails(pattern, len(matches), truncated))
+
+
+def _compile(pattern: str) -> re.Pattern[str]:
+    """A glob as a regular expression over '/'-separated relative paths."""
+    parts, index = [], 0
+    while index < len(pattern):
+        if pattern.startswith("**/", index):
+            parts.append("(?:[^/]+/)*")  # any number of folders, none included
+            index += 3
+        elif pattern.startswith("**", index):
+            parts.append(".*")
+            index += 2
+        elif pattern[index] == "*":
+            parts.append("[^/]*")
+            index += 1
+        elif pattern[index] == "?":
+            parts.append("[^/]")
+            index += 1
+        else:
+            parts.append(re.escape(pattern[index]))
+            index += 1
+    return re.compile("".join(parts))
+
+
+def _walk(workspace: str, root: str, pattern: re.Pattern[str], include_hidden: bool) -> list[str]:
+    if not os.path.isdir(root):
+        raise NotADirectoryError(20, "Not a directory", root)
+    ignored = _gitignore(workspace) if not include_hidden else None
+    found = []
+    for folder, folders, files in os.walk(root):  # never follows symlinked folders
+        kept = []
+        for name in folders:
+            inside = _relative(workspace, os.path.join(folder, name)) + "/"
+            virtualenv = os.path.exists(os.path.join(folder, name, "pyvenv.cfg"))
+            if include_hidden or not (virtualenv or _skipped(name, inside, ignored)):
+                kept.append(name)
+        folders[:] = sorted(kept)  # pruned in place: os.walk does not descend
+        for name in [*kept, *files]:
+            full = os.path.join(folder, name)
+            relative = _relative(root, full)
+            shown = _relative(workspace, full)
+            is_folder = name in kept
+            if not is_folder and not include_hidden and _skipped(name, shown, ignored):
+                continue
+            if pattern.fullmatch(relative):
+                found.append(shown + ("/" if is_folder else ""))
+    return sorted(found)
+
+
+def _skipped(name: str, relative: str, ignored: pathspec.GitIgnoreSpec | None) -> bool:
+    if name.startswith(".") or name in DEPENDENCY_FOLDERS:
+        return True
+    return ignored is not None and ignored.match_file(relative)
+
+
+def _gitignore(workspace: str) -> pathspec.GitIgnoreSpec | None:
+    try:
+        with open(os.path.join(workspace, ".gitignore"), encoding="utf-8") as file:
+            return pathspec.GitIgnoreSpec.from_lines(file)
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _relative(start: str, path: str) -> str:
+    return os.path.relpath(path, start).replace(os.sep, "/")

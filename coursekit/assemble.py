@@ -15,6 +15,7 @@ import copier
 
 from coursekit.lab import Lab, Mutant
 from coursekit.layout import SCAFFOLD, solution_root
+from coursekit.release import Release
 
 
 class AssemblyError(Exception):
@@ -27,10 +28,15 @@ def assemble_practice_dir(
     *,
     solved_stages: Iterable[str] = (),
     mutant: Mutant | None = None,
+    release: Release | None = None,
 ) -> Path:
-    """Render a practice directory at ``destination`` (which must not exist yet)."""
-    render_scaffold(lab, destination)
-    add_lab_tests(lab, destination)
+    """Render a practice directory at ``destination`` (which must not exist yet), from a
+    template release (so that copier can update it later) or straight from scaffold/."""
+    if release is not None:
+        render_release(lab, destination, release)
+    else:
+        render_scaffold(lab, destination)
+        add_lab_tests(lab, destination)
     overlay_solution(lab, destination, solved_stages)
     if mutant is not None:
         apply_mutant(destination, mutant)
@@ -38,15 +44,24 @@ def assemble_practice_dir(
 
 
 def render_scaffold(lab: Lab, destination: Path) -> None:
+    copier.run_copy(str(SCAFFOLD), str(destination), data=_answers(lab), defaults=True, quiet=True)
+
+
+def render_release(lab: Lab, destination: Path, release: Release) -> None:
+    """The same template with the tests inside, from a tagged release: copier records
+    where it came from (_src_path, _commit) in the answers file."""
     copier.run_copy(
-        str(SCAFFOLD),
+        str(release.repository),
         str(destination),
-        data={"chapter": lab.chapter, "chapter_title": lab.title, "lab_dir": lab.root.name},
+        data=_answers(lab),
+        vcs_ref=release.version,
         defaults=True,
         quiet=True,
-        overwrite=False,
-        unsafe=False,
     )
+
+
+def _answers(lab: Lab) -> dict[str, str]:
+    return {"chapter": lab.chapter, "chapter_title": lab.title, "lab_dir": lab.root.name}
 
 
 def add_lab_tests(lab: Lab, destination: Path) -> None:

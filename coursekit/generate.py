@@ -15,6 +15,7 @@ from pathlib import Path
 from coursekit.assemble import assemble_practice_dir
 from coursekit.lab import Lab
 from coursekit.layout import COURSE_ROOT, solution_root
+from coursekit.release import Release, ReleaseError, current_release
 
 
 class GenerateError(Exception):
@@ -38,7 +39,10 @@ def create_practice_dir(lab: Lab, destination: Path, *, solution: bool = False) 
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
         built = assemble_practice_dir(
-            lab, staging / "practice", solved_stages=[s.id for s in lab.stages] if solution else ()
+            lab,
+            staging / "practice",
+            solved_stages=[s.id for s in lab.stages] if solution else (),
+            release=_release_or_none(lab),
         )
         (built / "LEARNING.md").write_text(learning_guide(lab, target, solution), encoding="utf-8")
         built.rename(target)
@@ -49,6 +53,16 @@ def create_practice_dir(lab: Lab, destination: Path, *, solution: bool = False) 
         raise
     shutil.rmtree(staging, ignore_errors=True)
     return target
+
+
+def _release_or_none(lab: Lab) -> Release | None:
+    """A versioned template when one can be kept; without it only `copier update` is lost
+    (practice.py update then refreshes the tests alone), so say why and go on."""
+    try:
+        return current_release(lab)
+    except ReleaseError as error:
+        print(f"note: {error}; `practice.py update` will refresh tests/ only.", file=sys.stderr)
+        return None
 
 
 def _missing_parents(target: Path) -> list[Path]:
@@ -127,8 +141,9 @@ Tests marked `challenge` prove more than the chapter asks; they are optional.
 
 ## Later course releases
 
-When the course publishes new tests, update the course repository, then run
-`{python} {practice} update` here: it replaces `tests/` (keeping a backup under
-`.practice/backups/`) and never touches your modules. `.copier-answers.yml` records how this
-directory was made.
+Put this directory under git once (`git init && git add -A && git commit -m "my work"`).
+When the course publishes a new release, commit your work and run
+`{python} {practice} update` here: it runs `copier update` from the release this
+directory was made from (see `.copier-answers.yml`) to the current one. New tests and
+runtime fixes arrive; your modules are never touched. Review the result with `git diff`.
 """

@@ -1,28 +1,100 @@
-"""update: refresh tests/ from the installed course release; your modules are not touched.
+"""update: bring a practice directory to the course's current release with `copier update`.
 
-(`copier update` needs a git-tracked template and practice directory; the kit's template
-is a folder inside the course repository, so this command does the one refresh students
-need: the tests.)
+copier renders the release the directory was made from and the current one, and merges
+the difference into the directory: new and changed tests and runtime files arrive, while
+the lab modules (listed in the release's `_skip_if_exists`) are never touched. copier
+insists on a git-tracked, committed directory, so that everything it changed can be
+reviewed with `git diff` and undone. `--tests-only` replaces tests/ alone (the old tests
+are backed up) for a directory copier cannot update.
 """
 
 from __future__ import annotations
 
 import argparse
 import shutil
+import subprocess
 import time
+from pathlib import Path
+from typing import Any
+
+import copier
+import yaml
 
 from coursekit.assemble import add_lab_tests
 from coursekit.commands._common import add_dir_option, console, practice_dir
-from coursekit.practice_dir import STATE_DIR
+from coursekit.practice_dir import STATE_DIR, PracticeDir, PracticeDirError
+from coursekit.release import ReleaseError, current_release
+
+ANSWERS = ".copier-answers.yml"
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = commands.add_parser("update", help="refresh tests/ from this course release")
+    parser = commands.add_parser(
+        "update", help="update to the course's current release (copier update)"
+    )
     add_dir_option(parser)
+    parser.add_argument(
+        "--tests-only",
+        action="store_true",
+        help="only replace tests/ (the old ones are backed up); needs no git",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     directory = practice_dir(args)
+    if args.tests_only:
+        return _replace_tests(directory)
+    root = directory.root
+    answers = _answers(root)
+    made_from = answers.get("_commit")
+    template = answers.get("_src_path")
+    if not made_from or not template:
+        raise PracticeDirError(
+            f"{root} was made without a template release, so copier cannot update it. "
+            f"Run `practice.py update --tests-only` to refresh tests/."
+        )
+    if not Path(str(template)).is_dir():
+        raise PracticeDirError(
+            f"The template releases this directory was made from are gone ({template}); was "
+            "the course repository moved or cloned again? Run `practice.py update "
+            "--tests-only` to refresh tests/."
+        )
+    if _git(root, "rev-parse", "--is-inside-work-tree") != "true":
+        raise PracticeDirError(
+            "copier update works on a directory under git, so that you can review and undo "
+            "what it changes. Run once, in this directory: git init && git add -A && "
+            "git commit -m 'my work' — then run update again."
+        )
+    if _git(root, "status", "--porcelain", "--", "."):
+        raise PracticeDirError(
+            "Commit your work first (git add -A && git commit -m 'before update'): copier "
+            "merges the new release into a clean tree, so that git diff shows exactly what "
+            "it changed."
+        )
+    try:
+        release = current_release(directory.lab)
+    except ReleaseError as error:
+        raise PracticeDirError(
+            f"{error}. Run `practice.py update --tests-only` to refresh tests/."
+        ) from None
+    if release.version == str(made_from):
+        console.print(f"Already at the course's current release ({release.version}).")
+        return 0
+    copier.run_update(str(root), defaults=True, overwrite=True, quiet=True)
+    conflicts = _git(root, "diff", "--name-only", "--diff-filter=U").split()
+    console.print(
+        f"Updated from release {made_from} to {release.version}. Your lab modules were not "
+        "touched; review everything else with `git diff`, then commit."
+    )
+    if conflicts:
+        console.print(
+            "These files had your changes and the release's changes in the same place; "
+            "resolve the <<<<<<< markers in them: " + ", ".join(conflicts)
+        )
+    return 0
+
+
+def _replace_tests(directory: PracticeDir) -> int:
     backup = directory.root / STATE_DIR / "backups" / f"tests-{time.strftime('%Y%m%d-%H%M%S')}"
     shutil.copytree(directory.root / "tests", backup, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.rmtree(directory.root / "tests")
@@ -32,3 +104,20 @@ def run(args: argparse.Namespace) -> int:
         f"{backup}; your modules under src/ were not touched."
     )
     return 0
+
+
+def _answers(root: Path) -> dict[str, Any]:
+    try:
+        loaded = yaml.safe_load((root / ANSWERS).read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return {}
+    return loaded if isinstance(loaded, dict) else {}
+
+
+def _git(root: Path, *arguments: str) -> str:
+    if shutil.which("git") is None:
+        return ""
+    result = subprocess.run(
+        ["git", *arguments], cwd=root, capture_output=True, text=True, check=False
+    )
+    return result.stdout.strip() if result.returncode == 0 else ""

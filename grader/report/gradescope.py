@@ -24,8 +24,7 @@ def render(result: SubmissionResult) -> str:
     ]
     output = f"Status: {result.status}." + (f" {result.reason}" if result.reason else "")
     output += (
-        f" Bonus (challenge tests and optional stages): {result.bonus:g} of "
-        f"{result.max_bonus:g}."
+        f" Bonus (challenge tests and optional stages): {result.bonus:g} of {result.max_bonus:g}."
     )
     return json.dumps(
         {

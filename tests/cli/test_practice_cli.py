@@ -155,9 +155,7 @@ def test_status_reports_each_stage_and_the_next_step(fresh: Path, tmp_path: Path
     assert "Next: python practice.py check 8.2" in result.stdout
 
 
-def test_a_finished_core_offers_the_optional_extensions_next(
-    fresh: Path, tmp_path: Path
-) -> None:
+def test_a_finished_core_offers_the_optional_extensions_next(fresh: Path, tmp_path: Path) -> None:
     directory = copy_of(fresh, tmp_path)
     solve(directory, *[s.id for s in LAB.stages if not s.optional])
     result = practice("status", cwd=directory)
@@ -277,14 +275,14 @@ def test_break_lists_mutants_and_shows_what_caught_one_without_code(fresh: Path)
     assert "def " not in result.stdout and "_count_from" not in result.stdout
 
 
-def test_update_refreshes_the_tests_and_keeps_the_students_code(
+def test_update_tests_only_refreshes_the_tests_and_keeps_the_students_code(
     fresh: Path, tmp_path: Path
 ) -> None:
     directory = copy_of(fresh, tmp_path)
     module = directory / LAB.stage("8.1").modules[0]
     module.write_text("# my work\n")
     (directory / "tests" / "test_lab8_1_read.py").write_text("# an old release\n")
-    result = practice("update", cwd=directory)
+    result = practice("update", "--tests-only", cwd=directory)
     assert result.returncode == 0, result.stderr
     assert (directory / "tests" / "test_lab8_1_read.py").read_bytes() == (
         LAB.tests_dir / "test_lab8_1_read.py"

@@ -147,36 +147,36 @@ def test_an_edit_that_changes_nothing_is_refused_as_a_no_op(workspace: Path, app
 # ---------------------------------------------------------------- line endings and BOM
 
 
-def test_crlf_files_match_lf_old_text_and_keep_their_endings(workspace: Path) -> None:
-    path = workspace / "win.txt"
-    path.write_bytes(b"alpha  \r\nbeta\r\ngamma\t\r\ndelta\r\n")
+def edited_bytes(workspace: Path, data: bytes, old_text: str, new_text: str) -> bytes:
+    """Write ``data``, read it, apply one careful edit, and return the file's bytes."""
+    path = workspace / "file.txt"
+    path.write_bytes(data)
     tools = session(workspace)
-    read(tools, "win.txt")
-    out = edit(tools, "win.txt", old_text="beta\ngamma", new_text="BETA\nGAMMA\nextra")
-    assert not out.is_error, f"old_text written with \\n must match a CRLF file: {text_of(out)}"
-    assert path.read_bytes() == b"alpha  \r\nBETA\r\nGAMMA\r\nextra\t\r\ndelta\r\n", (
-        "every line keeps CRLF, new lines get CRLF, untouched bytes stay as they were"
-    )
+    read(tools, "file.txt")
+    out = edit(tools, "file.txt", old_text=old_text, new_text=new_text)
+    assert not out.is_error, f"the edit must apply: {text_of(out)}"
+    return path.read_bytes()
+
+
+def test_crlf_files_match_lf_old_text_and_keep_their_endings(workspace: Path) -> None:
+    crlf = b"alpha  \r\nbeta\r\ngamma\t\r\ndelta\r\n"
+    assert edited_bytes(workspace, crlf, "beta\ngamma", "BETA\nGAMMA\nextra") == (
+        b"alpha  \r\nBETA\r\nGAMMA\r\nextra\t\r\ndelta\r\n"
+    ), "old_text with \\n matches; every line keeps CRLF; untouched bytes stay as they were"
 
 
 def test_a_utf8_bom_is_kept(workspace: Path) -> None:
-    path = workspace / "bom.py"
-    path.write_bytes(b"\xef\xbb\xbfname = 'caf\xc3\xa9'\r\nsize = 1\r\n")
-    tools = session(workspace)
-    read(tools, "bom.py")
-    out = edit(tools, "bom.py", old_text="size = 1", new_text="size = 2")
-    assert not out.is_error, text_of(out)
-    assert path.read_bytes() == b"\xef\xbb\xbfname = 'caf\xc3\xa9'\r\nsize = 2\r\n"
+    bom = b"\xef\xbb\xbfname = 'caf\xc3\xa9'\r\nsize = 1\r\n"
+    assert edited_bytes(workspace, bom, "size = 1", "size = 2") == (
+        b"\xef\xbb\xbfname = 'caf\xc3\xa9'\r\nsize = 2\r\n"
+    ), "the BOM and the line endings are kept"
 
 
 def test_a_file_with_mixed_endings_keeps_every_byte_outside_the_edit(workspace: Path) -> None:
-    path = workspace / "mixed.txt"
-    path.write_bytes(b"one\r\ntwo\nthree\r\n")
-    tools = session(workspace)
-    read(tools, "mixed.txt")
-    out = edit(tools, "mixed.txt", old_text="two", new_text="TWO")
-    assert not out.is_error, text_of(out)
-    assert path.read_bytes() == b"one\r\nTWO\nthree\r\n", "mixed endings: touch only the match"
+    mixed = b"one\r\ntwo\nthree\r\n"
+    assert edited_bytes(workspace, mixed, "two", "TWO") == b"one\r\nTWO\nthree\r\n", (
+        "mixed endings: touch only the match"
+    )
 
 
 # ---------------------------------------------------------------- the result

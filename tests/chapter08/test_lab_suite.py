@@ -62,6 +62,18 @@ def test_each_stage_fails_on_its_stub_alone(base: Path, tmp_path: Path, stage_id
         )
 
 
+@pytest.mark.parametrize("stage_id", [s.id for s in LAB.stages if s.optional])
+def test_each_optional_stage_needs_only_the_core(base: Path, tmp_path: Path, stage_id: str) -> None:
+    core = [s.id for s in LAB.stages if not s.optional]
+    directory = build(LAB, base, tmp_path / "extension", [*core, stage_id])
+    outcomes = stage_of(outcomes_of(directory, LAB.stage(stage_id).marker), LAB, stage_id)
+    failed = {name: o.message[:300] for name, o in outcomes.items() if not o.passed}
+    assert outcomes and not failed, (
+        f"optional stage {stage_id} must pass on the core alone, whatever the other "
+        f"optional stages are: {failed}"
+    )
+
+
 def test_every_catalogued_mutant_is_killed(base: Path, tmp_path: Path) -> None:
     everything = [s.id for s in LAB.stages]
     mutants = [m for s in LAB.stages for m in s.mutants]

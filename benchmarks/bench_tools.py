@@ -62,25 +62,16 @@ def main() -> int:
     return 1 if missed else 0
 
 
-def median_seconds(action: Callable[[], Any], repeat: int) -> float:
-    times = []
+def median_seconds(*actions: Callable[[], Any], repeat: int) -> list[float]:
+    """The median time of each action; the actions take turns, so that a slow spell of
+    the machine hits a measurement and its baseline alike."""
+    times: list[list[float]] = [[] for _ in actions]
     for _ in range(repeat):
-        start = time.perf_counter()
-        action()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
-def median_seconds_interleaved(
-    first: Callable[[], Any], second: Callable[[], Any], repeat: int
-) -> tuple[float, float]:
-    times: tuple[list[float], list[float]] = ([], [])
-    for _ in range(repeat):
-        for action, spent in zip((first, second), times, strict=True):
+        for action, spent in zip(actions, times, strict=True):
             start = time.perf_counter()
             action()
             spent.append(time.perf_counter() - start)
-    return statistics.median(times[0]), statistics.median(times[1])
+    return [statistics.median(spent) for spent in times]
 
 
 def write_lines(path: Path, size: int) -> int:
@@ -122,9 +113,9 @@ def bench_read(work: Path, repeat: int) -> list[tuple[str, float, float, str]]:
     cold_first = time.perf_counter() - start
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    read(path=str(small))  # warm both, then alternate so machine noise hits both alike
-    warm_first, small_first = median_seconds_interleaved(
-        lambda: read(path=str(big)), lambda: read(path=str(small)), repeat
+    read(path=str(small))  # warm both before timing them
+    warm_first, small_first = median_seconds(
+        lambda: read(path=str(big)), lambda: read(path=str(small)), repeat=repeat
     )
 
     big.touch()  # a new mtime: the next read is cold again
@@ -132,15 +123,15 @@ def bench_read(work: Path, repeat: int) -> list[tuple[str, float, float, str]]:
     output = read(path=str(big), offset=last)
     cold_last = time.perf_counter() - start
     assert output.details.end_line == total
-    warm_last = median_seconds(lambda: read(path=str(big), offset=last), repeat)
-    tail = median_seconds(
+    warm_last, tail = median_seconds(
+        lambda: read(path=str(big), offset=last),
         lambda: subprocess.run(
             f"tail -n +{last} {big} | head -n 240",
             shell=True,
             check=True,
             stdout=subprocess.DEVNULL,
         ),
-        repeat,
+        repeat=repeat,
     )
     return [
         (
@@ -240,8 +231,7 @@ def bench_edit(work: Path, repeat: int) -> tuple[str, float, float, str]:
         temp.write_text(text.replace("UNIQUE", "UNIQUE"), encoding="utf-8")
         os.replace(temp, path)
 
-    tool_time = median_seconds(with_tool, repeat)
-    plain_time = median_seconds(plain, repeat)
+    tool_time, plain_time = median_seconds(with_tool, plain, repeat=repeat)
     return (
         "edit: one edit in 100 MB vs read/replace/write/rename",
         tool_time / plain_time,

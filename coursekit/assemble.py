@@ -44,24 +44,24 @@ def assemble_practice_dir(
 
 
 def render_scaffold(lab: Lab, destination: Path) -> None:
-    copier.run_copy(str(SCAFFOLD), str(destination), data=_answers(lab), defaults=True, quiet=True)
+    _render(lab, SCAFFOLD, destination)
 
 
 def render_release(lab: Lab, destination: Path, release: Release) -> None:
     """The same template with the tests inside, from a tagged release: copier records
     where it came from (_src_path, _commit) in the answers file."""
+    _render(lab, release.repository, destination, release.version)
+
+
+def _render(lab: Lab, template: Path, destination: Path, version: str | None = None) -> None:
     copier.run_copy(
-        str(release.repository),
+        str(template),
         str(destination),
-        data=_answers(lab),
-        vcs_ref=release.version,
+        data={"chapter": lab.chapter, "chapter_title": lab.title, "lab_dir": lab.root.name},
+        vcs_ref=version,
         defaults=True,
         quiet=True,
     )
-
-
-def _answers(lab: Lab) -> dict[str, str]:
-    return {"chapter": lab.chapter, "chapter_title": lab.title, "lab_dir": lab.root.name}
 
 
 def add_lab_tests(lab: Lab, destination: Path) -> None:

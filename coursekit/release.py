@@ -60,14 +60,15 @@ def current_release(lab: Lab) -> Release:
         repository.mkdir(parents=True, exist_ok=True)
         with _locked(RELEASES / f"{lab.chapter}.lock"):
             if not (repository / ".git").is_dir():
-                _git(repository, "init", "--quiet")
+                git(repository, "init", "--quiet")
             _stage_template(lab, repository)
-            _git(repository, "add", "--all")
-            if _has_commits(repository) and not _git(repository, "status", "--porcelain"):
-                return Release(repository, _git(repository, "describe", "--tags", "--exact-match"))
-            version = f"{_course_version()}.{_commit_count(repository) + 1}"
-            _git(repository, "commit", "--quiet", "--message", f"Course release {version}")
-            _git(repository, "tag", version)
+            git(repository, "add", "--all")
+            releases = _commit_count(repository)
+            if releases and not git(repository, "status", "--porcelain"):
+                return Release(repository, git(repository, "describe", "--tags", "--exact-match"))
+            version = f"{_course_version()}.{releases + 1}"
+            git(repository, "commit", "--quiet", "--message", f"Course release {version}")
+            git(repository, "tag", version)
             return Release(repository, version)
     except (OSError, subprocess.CalledProcessError) as error:
         detail = getattr(error, "stderr", None) or error
@@ -104,23 +105,15 @@ def _course_version() -> str:
         return str(tomllib.load(file)["project"]["version"])
 
 
-def _has_commits(repository: Path) -> bool:
-    return (
-        subprocess.run(
-            ["git", "rev-parse", "--verify", "--quiet", "HEAD"],
-            cwd=repository,
-            capture_output=True,
-            check=False,
-        ).returncode
-        == 0
-    )
-
-
 def _commit_count(repository: Path) -> int:
-    return int(_git(repository, "rev-list", "--count", "HEAD")) if _has_commits(repository) else 0
+    try:
+        return int(git(repository, "rev-list", "--count", "HEAD"))
+    except subprocess.CalledProcessError:
+        return 0  # a new repository: HEAD does not exist yet
 
 
-def _git(repository: Path, *arguments: str) -> str:
+def git(repository: Path, *arguments: str) -> str:
+    """Run git in ``repository``; its output, stripped. Raises CalledProcessError."""
     result = subprocess.run(
         ["git", *_GIT_CONFIG, *arguments],
         cwd=repository,

@@ -23,7 +23,7 @@ import yaml
 from coursekit.assemble import add_lab_tests
 from coursekit.commands._common import add_dir_option, console, practice_dir
 from coursekit.practice_dir import STATE_DIR, PracticeDir, PracticeDirError
-from coursekit.release import ReleaseError, current_release
+from coursekit.release import ReleaseError, current_release, git
 
 ANSWERS = ".copier-answers.yml"
 
@@ -115,9 +115,8 @@ def _answers(root: Path) -> dict[str, Any]:
 
 
 def _git(root: Path, *arguments: str) -> str:
-    if shutil.which("git") is None:
+    """git's output, or '' when git fails or is missing (then the checks above refuse)."""
+    try:
+        return git(root, *arguments)
+    except (OSError, subprocess.CalledProcessError):
         return ""
-    result = subprocess.run(
-        ["git", *arguments], cwd=root, capture_output=True, text=True, check=False
-    )
-    return result.stdout.strip() if result.returncode == 0 else ""

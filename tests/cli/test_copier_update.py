@@ -125,8 +125,8 @@ def test_without_git_update_says_what_to_do_and_tests_only_still_works(
     assert practice(course, "08", lab, cwd=tmp_path).returncode == 0
     refused = practice(course, "update", cwd=lab)
     assert refused.returncode == 2 and "git init" in refused.stderr
-    env_free = practice(course, "update", "--tests-only", cwd=lab)
-    assert env_free.returncode == 0 and "Refreshed tests/" in env_free.stdout
+    tests_only = practice(course, "update", "--tests-only", cwd=lab)
+    assert tests_only.returncode == 0 and "Refreshed tests/" in tests_only.stdout
 
 
 def test_a_directory_made_without_a_release_is_told_to_refresh_tests_only(

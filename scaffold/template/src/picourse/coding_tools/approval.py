@@ -8,7 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TypeAlias
+from typing import Literal, TypeAlias
+
+MAX_DIFF_LINES = 100  # a longer diff is cut, with a notice
+# What the gate makes of a change: equal content needs nobody's approval.
+Decision: TypeAlias = Literal["approved", "declined", "unchanged"]
 
 
 @dataclass(frozen=True)

@@ -20,9 +20,7 @@ and shows the snippet; with ``options.ledger``, write and edit call ``verify`` a
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from picourse.coding_tools.details import Edit
+from picourse.coding_tools.details import CarefulEdit, Edit
 
 
 class ReadLedger:
@@ -40,12 +38,6 @@ class ReadLedger:
 
     def verify(self, key: str, path: str, current: bytes) -> str | None:
         raise NotImplementedError("Lab 8.9 ReadLedger.verify is not implemented yet")
-
-
-@dataclass(frozen=True)
-class CarefulEdit:
-    updated: bytes
-    snippet: str  # the edited region, numbered like read
 
 
 def apply_careful_edits(original: bytes, edits: list[Edit], path: str) -> CarefulEdit:

@@ -3,28 +3,24 @@
 ``diff_preview`` renders a unified diff (difflib, 3 lines of context, ``a/{path}`` and
 ``b/{path}`` in the header, ``/dev/null`` as the old side of a new file), capped at
 ``max_lines`` lines with a notice. ``ask_before_change`` returns ``"unchanged"`` when old
-and new are equal (nobody is asked), else asks ``options.confirm`` with a
-``ConfirmRequest`` carrying the diff and returns ``"approved"`` or ``"declined"``;
+and new are equal (nobody is asked), else asks the approver with a ``ConfirmRequest``
+carrying the diff and returns ``"approved"`` or ``"declined"``;
 ``ask_before_command`` asks with the command. ``terminal_confirmer`` builds an approver
 for a person: print the diff in colour (rich), ask y/N, read one line from ``answers``
 (default: stdin) without blocking the event loop.
 
-Then wire the gate in: write and edit (inside their queue lane, before the atomic write)
-and bash (before anything is spawned) ask when ``options.confirm`` is set. A declined
+Then wire the gate in: when ``options.confirm`` is set, write and edit ask it (inside
+their queue lane, before the atomic write) and bash asks it before anything is spawned. A declined
 change is an error result that says so, and nothing changes.
 """
 
 from __future__ import annotations
 
-from typing import Literal, TextIO, TypeAlias
+from typing import TextIO
 
 from rich.console import Console
 
-from picourse.coding_tools.approval import Confirm
-from picourse.coding_tools.options import CodingToolOptions
-
-MAX_DIFF_LINES = 100
-Decision: TypeAlias = Literal["approved", "declined", "unchanged"]
+from picourse.coding_tools.approval import MAX_DIFF_LINES, Confirm, Decision
 
 
 def diff_preview(path: str, old: str | None, new: str, *, max_lines: int = MAX_DIFF_LINES) -> str:
@@ -33,14 +29,14 @@ def diff_preview(path: str, old: str | None, new: str, *, max_lines: int = MAX_D
 
 
 async def ask_before_change(
-    options: CodingToolOptions, tool: str, path: str, old: bytes | None, new: bytes
+    confirm: Confirm, tool: str, path: str, old: bytes | None, new: bytes
 ) -> Decision:
-    # Lab 8.8: unchanged asks nobody; otherwise ask options.confirm with the diff.
+    # Lab 8.8: unchanged asks nobody; otherwise ask confirm with the diff.
     raise NotImplementedError("Lab 8.8 ask_before_change is not implemented yet")
 
 
-async def ask_before_command(options: CodingToolOptions, command: str) -> bool:
-    # Lab 8.8: ask options.confirm with the command.
+async def ask_before_command(confirm: Confirm, command: str) -> bool:
+    # Lab 8.8: ask confirm with the command.
     raise NotImplementedError("Lab 8.8 ask_before_command is not implemented yet")
 
 

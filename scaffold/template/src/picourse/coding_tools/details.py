@@ -53,6 +53,14 @@ class GlobDetails:
 
 
 @dataclass(frozen=True)
+class CarefulEdit:
+    """What a batch of careful edits (Lab 8.9) produces before anything is written."""
+
+    updated: bytes
+    snippet: str  # the edited region, numbered like read
+
+
+@dataclass(frozen=True)
 class Edit:
     """One exact replacement: ``old_text`` must occur exactly once when its turn comes,
     or, with ``replace_all`` (careful edits, Lab 8.9), at least once."""

@@ -5,10 +5,10 @@ and returns, one per line and sorted, the paths relative to the workspace whose 
 relative to ``path`` matches ``pattern``: ``*`` and ``?`` within one name, ``**`` across
 any number of folders (``**/*.py`` also matches ``a.py``); folders end with ``/``.
 Unless ``include_hidden``: skip names that start with ``.``, dependency folders
-(``DEPENDENCY_FOLDERS`` and any folder holding a ``pyvenv.cfg``) and what the
+(``options.DEPENDENCY_FOLDERS`` and any folder holding a ``pyvenv.cfg``) and what the
 workspace's ``.gitignore`` ignores (use ``pathspec``), without descending into them.
 Never follow symlinked folders. More matches than ``limit`` (default
-``DEFAULT_GLOB_LIMIT``): end with ``[Showing {limit} of {total} matches; use a narrower
+``options.DEFAULT_GLOB_LIMIT``): end with ``[Showing {limit} of {total} matches; use a narrower
 pattern ...]``. No match is a successful result that says so. An empty pattern, or one
 that is absolute or climbs with ``..``, is an error. Report ``GlobDetails``.
 """
@@ -17,11 +17,6 @@ from __future__ import annotations
 
 from picourse.coding_tools.options import CodingToolOptions
 from picourse.tool import ToolOutput
-
-DEFAULT_GLOB_LIMIT = 200
-DEPENDENCY_FOLDERS = frozenset(
-    {"node_modules", "__pycache__", "venv", ".venv", "site-packages", ".tox", ".git"}
-)
 
 
 async def find_paths(

@@ -3,7 +3,7 @@
 ``list_directory`` resolves the path with the workspace resolver (Lab 8.2) and lists the
 directory: folders first with a ``/`` suffix, then files, each group sorted by name, one
 per line; then a count such as ``[3 entries]``. More entries than ``limit`` (default
-``DEFAULT_LIST_LIMIT``): show the first ``limit`` and end with
+``options.DEFAULT_LIST_LIMIT``): show the first ``limit`` and end with
 ``[Showing {limit} of {total} entries; ...]`` instead. A file, or a path that does not
 exist, is a clear error. Report ``ListDetails`` (the total, not only what was shown).
 Nothing here may write.
@@ -13,8 +13,6 @@ from __future__ import annotations
 
 from picourse.coding_tools.options import CodingToolOptions
 from picourse.tool import ToolOutput
-
-DEFAULT_LIST_LIMIT = 500
 
 
 async def list_directory(

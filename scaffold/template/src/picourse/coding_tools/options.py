@@ -13,6 +13,13 @@ if TYPE_CHECKING:
 Containment: TypeAlias = Literal["workspace", "unrestricted"]
 CONTAINMENTS: tuple[Containment, ...] = ("workspace", "unrestricted")
 
+# Lab 8.7: how much ls and glob show when the model gives no limit, and what glob skips.
+DEFAULT_LIST_LIMIT = 500
+DEFAULT_GLOB_LIMIT = 200
+DEPENDENCY_FOLDERS = frozenset(
+    {"node_modules", "__pycache__", "venv", ".venv", "site-packages", ".tox", ".git"}
+)
+
 
 @dataclass(frozen=True)
 class CodingToolOptions:

@@ -78,7 +78,6 @@ def _edit_schema(careful: bool) -> Object:
     )
 
 
-EDIT_SCHEMA = _edit_schema(careful=False)
 BASH_SCHEMA = object_schema({"command": string("Shell command, run with bash in the workspace.")})
 LS_SCHEMA = object_schema(
     {

@@ -72,7 +72,7 @@ async def run_bash(
             )
     if signal is not None and signal.aborted:
         return ToolOutput.error("Command not started: the run was aborted.", details(aborted=True))
-    if options.confirm is not None and not await ask_before_command(options, command):
+    if options.confirm is not None and not await ask_before_command(options.confirm, command):
         return ToolOutput.error("The user declined to run this command; it was not run.", details())
 
     loop = asyncio.get_running_loop()

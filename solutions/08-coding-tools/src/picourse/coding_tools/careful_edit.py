@@ -16,9 +16,8 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
 
-from picourse.coding_tools.details import Edit
+from picourse.coding_tools.details import CarefulEdit, Edit
 from picourse.coding_tools.errors import ChangeRefused
 
 BOM = b"\xef\xbb\xbf"
@@ -59,12 +58,6 @@ class ReadLedger:
                 "the change against what it holds now."
             )
         return None
-
-
-@dataclass(frozen=True)
-class CarefulEdit:
-    updated: bytes
-    snippet: str  # the edited region, numbered like read
 
 
 def apply_careful_edits(original: bytes, edits: list[Edit], path: str) -> CarefulEdit:

@@ -10,16 +10,12 @@ from __future__ import annotations
 import asyncio
 import difflib
 import sys
-from typing import Literal, TextIO, TypeAlias
+from typing import TextIO
 
 from rich.console import Console
 from rich.syntax import Syntax
 
-from picourse.coding_tools.approval import Confirm, ConfirmRequest
-from picourse.coding_tools.options import CodingToolOptions
-
-MAX_DIFF_LINES = 100
-Decision: TypeAlias = Literal["approved", "declined", "unchanged"]
+from picourse.coding_tools.approval import MAX_DIFF_LINES, Confirm, ConfirmRequest, Decision
 
 
 def diff_preview(path: str, old: str | None, new: str, *, max_lines: int = MAX_DIFF_LINES) -> str:
@@ -42,22 +38,18 @@ def diff_preview(path: str, old: str | None, new: str, *, max_lines: int = MAX_D
 
 
 async def ask_before_change(
-    options: CodingToolOptions, tool: str, path: str, old: bytes | None, new: bytes
+    confirm: Confirm, tool: str, path: str, old: bytes | None, new: bytes
 ) -> Decision:
     """Ask the approver about replacing ``old`` (None: no file yet) with ``new``."""
     if old == new:
         return "unchanged"
-    if options.confirm is None:
-        return "approved"
     diff = diff_preview(path, None if old is None else _text(old), _text(new))
-    approved = await options.confirm(ConfirmRequest(tool, path=path, diff=diff))
+    approved = await confirm(ConfirmRequest(tool, path=path, diff=diff))
     return "approved" if approved else "declined"
 
 
-async def ask_before_command(options: CodingToolOptions, command: str) -> bool:
-    if options.confirm is None:
-        return True
-    return await options.confirm(ConfirmRequest("bash", command=command))
+async def ask_before_command(confirm: Confirm, command: str) -> bool:
+    return await confirm(ConfirmRequest("bash", command=command))
 
 
 def terminal_confirmer(*, answers: TextIO | None = None, console: Console | None = None) -> Confirm:

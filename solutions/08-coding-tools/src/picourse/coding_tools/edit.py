@@ -37,11 +37,6 @@ async def edit_file(options: CodingToolOptions, path: str, edits: list[Edit]) ->
         return ToolOutput.error(str(error))
     key = canonical_key(absolute)
 
-    def load() -> bytes:
-        with open(key, "rb") as file:
-            original = file.read()
-        return original
-
     def compute(original: bytes) -> tuple[bytes, str]:
         """The new content and, for careful edits, the edited region to show."""
         if options.careful_edits:  # Lab 8.9
@@ -61,15 +56,20 @@ async def edit_file(options: CodingToolOptions, path: str, edits: list[Edit]) ->
             updated = _replace_once(updated, edit, index, path)
         return updated, ""
 
-    async def apply() -> tuple[int, int, str]:
-        original = await asyncio.to_thread(load)
+    def prepare() -> tuple[bytes, bytes, str]:
+        """The file's content now, its content after the batch, and the snippet."""
+        with open(key, "rb") as file:
+            original = file.read()
         if options.ledger is not None:  # careful edits (8.9): read before edit
             refusal = options.ledger.verify(key, path, original)
             if refusal is not None:
                 raise ChangeRefused(refusal)
-        updated, snippet = await asyncio.to_thread(compute, original)
+        return original, *compute(original)
+
+    async def apply() -> tuple[int, int, str]:
+        original, updated, snippet = await asyncio.to_thread(prepare)
         if options.confirm is not None:  # the confirmation gate (8.8)
-            decision = await ask_before_change(options, "edit", path, original, updated)
+            decision = await ask_before_change(options.confirm, "edit", path, original, updated)
             if decision == "declined":
                 raise ChangeRefused(f"The user declined the edit; {path} is unchanged.")
         await asyncio.to_thread(write_atomic, key, updated)

@@ -17,14 +17,13 @@ import pathspec
 
 from picourse.coding_tools.details import GlobDetails
 from picourse.coding_tools.errors import PathError, describe_os_error
-from picourse.coding_tools.options import CodingToolOptions
+from picourse.coding_tools.options import (
+    DEFAULT_GLOB_LIMIT,
+    DEPENDENCY_FOLDERS,
+    CodingToolOptions,
+)
 from picourse.coding_tools.paths import resolve_path
 from picourse.tool import ToolOutput
-
-DEFAULT_GLOB_LIMIT = 200
-DEPENDENCY_FOLDERS = frozenset(
-    {"node_modules", "__pycache__", "venv", ".venv", "site-packages", ".tox", ".git"}
-)
 
 
 async def find_paths(

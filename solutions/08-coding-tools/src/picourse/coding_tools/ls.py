@@ -13,11 +13,9 @@ import os
 
 from picourse.coding_tools.details import ListDetails
 from picourse.coding_tools.errors import PathError, describe_os_error
-from picourse.coding_tools.options import CodingToolOptions
+from picourse.coding_tools.options import DEFAULT_LIST_LIMIT, CodingToolOptions
 from picourse.coding_tools.paths import resolve_path
 from picourse.tool import ToolOutput
-
-DEFAULT_LIST_LIMIT = 500
 
 
 async def list_directory(

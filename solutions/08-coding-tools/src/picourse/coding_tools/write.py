@@ -34,20 +34,19 @@ async def write_file(options: CodingToolOptions, path: str, content: str) -> Too
 
     async def replace() -> bool:
         """Write inside the lane; False when nothing needed writing."""
-        if options.confirm is None and options.ledger is None:
-            await asyncio.to_thread(write_atomic, key, data)
-            return True
-        old = await asyncio.to_thread(_current, key)
-        if options.ledger is not None and old is not None:  # careful edits (8.9)
-            refusal = options.ledger.verify(key, path, old)
-            if refusal is not None:
-                raise ChangeRefused(refusal)
-        if options.confirm is not None:  # the confirmation gate (8.8)
-            decision = await ask_before_change(options, "write", path, old, data)
-            if decision == "unchanged":
-                return False
-            if decision == "declined":
-                raise ChangeRefused(f"The user declined the write; {path} is unchanged.")
+        # Only the extensions need the old content; the plain write does not read it.
+        if options.ledger is not None or options.confirm is not None:
+            old = await asyncio.to_thread(_current, key)
+            if options.ledger is not None and old is not None:  # careful edits (8.9)
+                refusal = options.ledger.verify(key, path, old)
+                if refusal is not None:
+                    raise ChangeRefused(refusal)
+            if options.confirm is not None:  # the confirmation gate (8.8)
+                decision = await ask_before_change(options.confirm, "write", path, old, data)
+                if decision == "unchanged":
+                    return False
+                if decision == "declined":
+                    raise ChangeRefused(f"The user declined the write; {path} is unchanged.")
         await asyncio.to_thread(write_atomic, key, data)
         if options.ledger is not None:
             options.ledger.record(key, data)

@@ -1,0 +1,164 @@
+"""Run a grading directory's tests in a separate, limited process."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from grader import _plugin
+from grader._sandbox._argv import bwrap_prefix
+from grader._sandbox._channel import keep_tail, read_lines, verify
+from grader._sandbox._limits import Limits, apply_limits
+from grader._sandbox._sweep import RUN_MARKER, kill_everything
+from grader._sandbox._users import closed_ancestors, give_to, interpreter_paths
+
+SandboxMode = Literal["auto", "bwrap", "none"]
+
+
+@dataclass
+class RunOutcome:
+    isolation: str
+    records: list[dict[str, Any]] = field(default_factory=list)
+    forged: int = 0
+    timed_out: bool = False
+    exit_code: int | None = None
+    output_tail: str = ""
+
+    @property
+    def ended(self) -> bool:
+        return any(r.get("type") == "end" for r in self.records)
+
+
+class SandboxError(Exception):
+    """bubblewrap was asked for but cannot run here."""
+
+
+def bwrap_available() -> bool:
+    return shutil.which("bwrap") is not None and shutil.which("setpriv") is not None
+
+
+def run_tests(
+    workdir: Path,
+    scratch: Path,
+    hidden: list[Path],
+    limits: Limits,
+    mode: SandboxMode,
+    user: tuple[int, int] | None,
+) -> RunOutcome:
+    """``user``: the uid and gid to run as (when the grader is root), one per parallel job,
+    so that one submission's process limit never counts another's processes."""
+    use_bwrap = mode == "bwrap" or (mode == "auto" and bwrap_available())
+    if mode == "bwrap" and not bwrap_available():
+        raise SandboxError(
+            "--sandbox bwrap needs bubblewrap (bwrap) and setpriv (util-linux); install them "
+            "or use --sandbox none"
+        )
+    plugin_dir = scratch / "plugin"
+    plugin_dir.mkdir(mode=0o755)
+    shutil.copyfile(_plugin.__file__, plugin_dir / "grader_plugin.py")
+    (plugin_dir / "grader_plugin.py").chmod(0o644)
+    home = workdir / ".home"
+    home.mkdir()
+    if user is not None and not use_bwrap and closed_ancestors(interpreter_paths()):
+        user = None  # the interpreter is out of an unprivileged user's reach: stay root
+    if user is not None:
+        give_to(workdir, user)
+    read_end, write_end = os.pipe()
+    key = secrets.token_bytes(32)
+    marker = secrets.token_hex(8)
+    started = time.time()
+    env = {
+        RUN_MARKER: marker,
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": str(home),
+        "TMPDIR": str(home),
+        "LANG": "C.UTF-8",
+        "PYTHONPATH": str(plugin_dir),
+        "PYTHONDONTWRITEBYTECODE": "1",
+        _plugin.CHANNEL_FD: str(write_end),
+        _plugin.CHANNEL_KEY: key.hex(),
+    }
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-p",
+        "grader_plugin",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "--tb=no",
+        "-o",
+        "addopts=",
+        f"--timeout={limits.test_seconds:g}",
+        "tests",
+    ]
+    drop_in_child = user
+    if use_bwrap:
+        # bwrap starts as root so that it can mount what it needs; setpriv then drops to
+        # the job's user just before Python starts.
+        prefix = bwrap_prefix(workdir, plugin_dir, hidden)
+        if user is not None:
+            prefix += [
+                "setpriv",
+                f"--reuid={user[0]}",
+                f"--regid={user[1]}",
+                "--clear-groups",
+                "--",
+            ]
+            drop_in_child = None
+        command = prefix + command
+    isolation = "bwrap" if use_bwrap else "rlimits"
+    if os.geteuid() == 0 and user is None:
+        isolation += " (as root: no process-count limit)"
+    outcome = RunOutcome(isolation=isolation)
+    try:
+        process = subprocess.Popen(
+            command,
+            cwd=workdir,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            pass_fds=(write_end,),
+            start_new_session=True,
+            preexec_fn=lambda: apply_limits(limits, drop_in_child),
+        )
+    finally:
+        os.close(write_end)
+    lines: list[bytes] = []
+    tail = bytearray()
+    readers = [
+        threading.Thread(target=read_lines, args=(read_end, lines), daemon=True),
+        threading.Thread(target=keep_tail, args=(process.stdout, tail), daemon=True),
+    ]
+    for reader in readers:
+        reader.start()
+    try:
+        outcome.exit_code = process.wait(timeout=limits.wall_seconds)
+    except subprocess.TimeoutExpired:
+        outcome.timed_out = True
+    finally:
+        kill_everything(process, marker, started)
+        outcome.exit_code = process.wait() if outcome.exit_code is None else outcome.exit_code
+        for reader in readers:
+            reader.join(timeout=5)
+        with contextlib.suppress(OSError):
+            os.close(read_end)
+    outcome.output_tail = tail.decode("utf-8", "replace")
+    for line in lines:
+        record = verify(line, key)
+        if record is None:
+            outcome.forged += 1
+        else:
+            outcome.records.append(record)
+    return outcome

@@ -7,7 +7,8 @@
     python practice.py reset 8.x [--yes]     restore a stage's stub (backed up first)
     python practice.py watch                 re-run the current stage on every save
     python practice.py break 8.x [MUTANT]    watch the tests catch a broken solution
-    python practice.py update                refresh tests/ from this course release
+    python practice.py restore 8.x           bring back what reset (or restore) replaced
+    python practice.py update                update to the course's current release (copier update)
 
 Subcommands act on the practice directory you are in, or on --dir DIR.
 """
@@ -15,12 +16,14 @@ Subcommands act on the practice directory you are in, or on --dir DIR.
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from pathlib import Path
 
 from rich.console import Console
+from rich.text import Text
 
-from coursekit.commands import break_, check, hint, reset, status, update, watch
+from coursekit.commands import break_, check, hint, reset, restore, status, update, watch
 from coursekit.generate import GenerateError, create_practice_dir
 from coursekit.lab import load_lab
 from coursekit.layout import LayoutError
@@ -31,11 +34,12 @@ COMMANDS = {
     "check": check,
     "hint": hint,
     "reset": reset,
+    "restore": restore,
     "watch": watch,
     "break": break_,
     "update": update,
 }
-errors = Console(stderr=True, highlight=False, soft_wrap=True)
+errors = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -57,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         return int(COMMANDS[options.command].run(options))
     except (GenerateError, LayoutError, PracticeDirError) as error:
-        errors.print(f"[red]error:[/red] {error}")
+        errors.print(Text.assemble(("error:", "red"), f" {error}"))
         return 2
 
 
@@ -74,7 +78,9 @@ def _new(args: list[str]) -> int:
     target = create_practice_dir(
         load_lab(options.chapter), options.directory, solution=options.solution
     )
-    out = Console(highlight=False, soft_wrap=True)
+    out = Console(highlight=False, soft_wrap=True, markup=False)
     out.print(f"Created {target}. Start with its LEARNING.md, then run:")
-    out.print(f"  cd {target} && {sys.executable} -m pytest -m lab8_1")
+    out.print(
+        f"  cd {shlex.quote(str(target))} && {shlex.quote(sys.executable)} -m pytest -m lab8_1"
+    )
     return 0

@@ -134,6 +134,7 @@ Run these in this directory. `pytest` here is the course's interpreter:
     {python} {practice} check             # the first stage that is not green, explained
     {python} {practice} hint 8.1          # one hint at a time (--all for all of them)
     {python} {practice} reset 8.1         # restore a stage's stub (your version is backed up)
+    {python} {practice} restore 8.1       # bring back what reset replaced
     {python} {practice} watch             # re-run the current stage on every save
     {python} {practice} break 8.1         # watch the tests catch a broken solution
 
@@ -141,7 +142,9 @@ Tests marked `challenge` prove more than the chapter asks; they are optional.
 
 ## Later course releases
 
-Put this directory under git once (`git init && git add -A && git commit -m "my work"`).
+Put this directory under git once: `{python} {practice} update --init` (it runs `git init`
+and makes the first commit; when git has no identity yet it sets one for this directory
+only, which `git config user.name` and `git config user.email` change).
 When the course publishes a new release, commit your work and run
 `{python} {practice} update` here: it runs `copier update` from the release this
 directory was made from (see `.copier-answers.yml`) to the current one. New tests and

@@ -111,6 +111,25 @@ class PracticeDir:
                 shutil.copy2(source, target / module)
         return target
 
+    def backups(self, stage: Stage) -> list[Path]:
+        """The stage's backups, oldest first (see ``backup`` for their names)."""
+        folder = self.root / STATE_DIR / "backups"
+        found = folder.glob(f"{stage.id}-*") if folder.is_dir() else []
+
+        def order(path: Path) -> tuple[str, int]:
+            stamp = path.name[len(stage.id) + 1 :]
+            date, _, rest = stamp.partition("-")
+            clock, _, suffix = rest.partition("-")
+            return (f"{date}-{clock}", int(suffix) if suffix.isdigit() else 1)
+
+        return sorted((p for p in found if p.is_dir()), key=order)
+
+    def restore_backup(self, stage: Stage, backup: Path) -> None:
+        for module in stage.modules:
+            saved = backup / module
+            if saved.is_file():
+                shutil.copyfile(saved, self.root / module)
+
     def restore_stub(self, stage: Stage) -> None:
         for module in stage.modules:
             shutil.copyfile(SCAFFOLD / "template" / module, self.root / module)

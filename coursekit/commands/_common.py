@@ -3,16 +3,35 @@
 from __future__ import annotations
 
 import argparse
+import shlex
+import sys
 from pathlib import Path
 
 from rich.console import Console
+from rich.text import Text
 
 from coursekit.lab import Stage
+from coursekit.layout import COURSE_ROOT
 from coursekit.practice_dir import PracticeDir, StageResult
 from coursekit.runner import TestOutcome
 
-console = Console(highlight=False, soft_wrap=True)
-PRACTICE = "python practice.py"
+# markup=False: hints, test names and failure messages are printed exactly as written
+# ("edits[i]" stays "edits[i]"); colour comes only from Text objects built with `styled`.
+console = Console(highlight=False, soft_wrap=True, markup=False)
+FAILURE_LINES = 8
+
+
+def practice_command() -> str:
+    """The practice.py command as it works from where the student stands, ready to paste:
+    this interpreter and, outside the course root, the script's absolute path."""
+    script = COURSE_ROOT / "practice.py"
+    shown = "practice.py" if Path.cwd().resolve() == COURSE_ROOT else str(script)
+    return f"{shlex.quote(sys.executable)} {shlex.quote(shown)}"
+
+
+def styled(*parts: str | tuple[str, str]) -> Text:
+    """Literal text with some parts coloured: styled(("✗", "red"), " ", name)."""
+    return Text.assemble(*parts)
 
 
 def add_dir_option(parser: argparse.ArgumentParser) -> None:
@@ -38,9 +57,43 @@ def first_line(text: str) -> str:
     return next((line.strip() for line in text.splitlines() if line.strip()), "")
 
 
+def failure_text(outcome: TestOutcome, lines: int = FAILURE_LINES) -> str:
+    """The failure's message with pytest's assertion detail (the `where` lines under a bare
+    `assert`), at most ``lines`` lines."""
+    text = outcome.message.strip() or outcome.details.strip()
+    kept = [line.rstrip() for line in text.splitlines() if line.strip()]
+    if kept and kept[0].startswith("assert "):
+        # A bare assert: its rewritten message shows values; the source shows what was meant.
+        source = _failing_line(outcome.details)
+        if source:
+            kept.insert(0, source)
+    return "\n".join(kept[:lines])
+
+
+def _failing_line(details: str) -> str:
+    """The source line above the final AssertionError of a native traceback."""
+    lines = details.splitlines()
+    for index in range(len(lines) - 1, 0, -1):
+        if lines[index].startswith("AssertionError"):
+            above = lines[index - 1].strip()
+            return above if above.startswith("assert") else ""
+    return ""
+
+
 def show_failure(outcome: TestOutcome) -> None:
-    console.print(f"[red]✗[/red] {outcome.name}")
-    console.print(f"  {first_line(outcome.message) or first_line(outcome.details)}")
+    console.print(styled(("✗", "red"), " ", outcome.name))
+    for line in failure_text(outcome).splitlines():
+        console.print(f"  {line}")
+
+
+def test_counts(result: StageResult) -> str:
+    """'20/20 core, 2/2 challenge': required tests, and the optional challenge tests apart."""
+    required = result.required
+    counts = f"{sum(o.passed for o in required)}/{len(required)}"
+    challenge = [o for o in result.outcomes if o.challenge]
+    if not challenge:
+        return counts
+    return f"{counts} core, {sum(o.passed for o in challenge)}/{len(challenge)} challenge"
 
 
 def stage_title(stage: Stage) -> str:

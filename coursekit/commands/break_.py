@@ -9,11 +9,12 @@ from pathlib import Path
 
 from coursekit.assemble import assemble_practice_dir
 from coursekit.commands._common import (
-    PRACTICE,
     add_dir_option,
     console,
-    first_line,
+    failure_text,
+    practice_command,
     practice_dir,
+    styled,
 )
 from coursekit.layout import solution_root
 from coursekit.practice_dir import PracticeDirError
@@ -30,15 +31,23 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def run(args: argparse.Namespace) -> int:
     directory = practice_dir(args)
     stage = directory.stage(args.stage)
+    practice = practice_command()
+    has_solution = solution_root(directory.lab.root.name).is_dir()
     if not args.mutant:
-        console.print(
-            f"Mutants of stage {stage.id} (run one with {PRACTICE} break {stage.id} NAME):"
-        )
+        if has_solution:
+            console.print(
+                f"Mutants of stage {stage.id} (run one with {practice} break {stage.id} NAME):"
+            )
+        else:
+            console.print(
+                f"Mistakes catalogued for stage {stage.id}. This release of the kit does not "
+                "ship the reference solution, so they cannot be run here; read them as a "
+                "list of what the tests catch, and try one in your own code:"
+            )
         for mutant in stage.mutants:
             console.print(f"  {mutant.name:<28} {mutant.description}")
         console.print(
-            f"To break your own code instead: edit it, then {PRACTICE} check "
-            f"{stage.id} --expect-red"
+            f"To break your own code: edit it, then {practice} check {stage.id} --expect-red"
         )
         return 0
     chosen = next((m for m in stage.mutants if m.name == args.mutant), None)
@@ -46,10 +55,10 @@ def run(args: argparse.Namespace) -> int:
         names = ", ".join(m.name for m in stage.mutants)
         raise PracticeDirError(f"Stage {stage.id} has no mutant {args.mutant!r}. Mutants: {names}.")
     mutant = chosen
-    if not solution_root(directory.lab.root.name).is_dir():
+    if not has_solution:
         raise PracticeDirError(
             "break needs the reference solution, which this release of the kit does not ship. "
-            f"Break your own code instead and run: {PRACTICE} check {stage.id} --expect-red"
+            f"Break your own code instead and run: {practice} check {stage.id} --expect-red"
         )
     console.print(f"Breaking the reference solution: {mutant.description}")
     with tempfile.TemporaryDirectory(prefix="break-") as scratch:
@@ -62,11 +71,14 @@ def run(args: argparse.Namespace) -> int:
         outcomes = run_lab_tests(copy, stage.marker).outcomes
     caught = [o for o in outcomes if not o.passed]
     if not caught:
-        console.print("[red]No test caught it.[/red] That is a missing test: tell your instructor.")
+        console.print(
+            styled(("No test caught it.", "red"), " That is a missing test: tell your instructor.")
+        )
         return 1
-    console.print(f"[green]Caught[/green] by {len(caught)} of {len(outcomes)} tests:")
+    console.print(styled(("Caught", "green"), f" by {len(caught)} of {len(outcomes)} tests:"))
     for outcome in caught:
-        console.print(f"  [red]✗[/red] {outcome.name}")
-        console.print(f"      {first_line(outcome.message)}")
+        console.print(styled("  ", ("✗", "red"), f" {outcome.name}"))
+        for line in failure_text(outcome, lines=3).splitlines():
+            console.print(f"      {line}")
     console.print(f"The invariant it breaks: {mutant.invariant}")
     return 0

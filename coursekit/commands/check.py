@@ -5,14 +5,16 @@ from __future__ import annotations
 import argparse
 
 from coursekit.commands._common import (
-    PRACTICE,
     add_dir_option,
     console,
-    first_line,
+    failure_text,
     next_stage,
+    practice_command,
     practice_dir,
     show_failure,
     stage_title,
+    styled,
+    test_counts,
 )
 from coursekit.practice_dir import PracticeDir, StageResult
 
@@ -36,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         upcoming = next_stage(directory.results(directory.run()))
         if upcoming is None:
-            console.print(f"Every stage is green. Try breaking one: {PRACTICE} break 8.1")
+            console.print(f"Every stage is green. Try breaking one: {practice_command()} break 8.1")
             return 0
         stage = upcoming.stage
     result = check_stage(directory, stage.id, verbose=args.verbose)
@@ -51,17 +53,17 @@ def check_stage(directory: PracticeDir, stage_id: str, *, verbose: bool = False)
     (result,) = directory.results(test_run, [stage])
     if verbose:
         console.print(test_run.output, markup=False)
-    passed = sum(o.passed for o in result.required)
-    console.print(f"{stage_title(stage)}: {passed} of {len(result.required)} tests pass.")
+    console.print(f"{stage_title(stage)}: {test_counts(result)} tests pass.")
     failure = result.first_failure
     if failure is None:
-        console.print(f"[green]✓ Stage {stage.id} is green.[/green]")
+        console.print(styled((f"✓ Stage {stage.id} is green.", "green")))
         return result
     show_failure(failure)
     console.print(f"Edit: {', '.join(stage.modules)}")
+    practice = practice_command()
     console.print(
-        f"Next: {PRACTICE} hint {stage.id}"
-        + ("" if verbose else f"   (full output: {PRACTICE} check {stage.id} -v)")
+        f"Next: {practice} hint {stage.id}"
+        + ("" if verbose else f"   (full output: {practice} check {stage.id} -v)")
     )
     return result
 
@@ -70,13 +72,20 @@ def _expect_red(result: StageResult) -> int:
     failures = [o for o in result.required if not o.passed]
     if failures:
         console.print(
-            f"[green]Caught.[/green] {len(failures)} test(s) went red; the first "
-            "names the invariant your change broke:"
+            styled(
+                ("Caught.", "green"),
+                f" {len(failures)} test(s) went red; the first names the invariant your "
+                "change broke:",
+            )
         )
-        console.print(f"  {first_line(failures[0].message)}")
+        for line in failure_text(failures[0], lines=3).splitlines():
+            console.print(f"  {line}")
         return 0
     console.print(
-        f"[red]Not caught:[/red] stage {result.stage.id} is still green. Either your change "
-        "keeps every promise the tests check, or you found a missing test: tell your instructor."
+        styled(
+            ("Not caught:", "red"),
+            f" stage {result.stage.id} is still green. Either your change keeps every "
+            "promise the tests check, or you found a missing test: tell your instructor.",
+        )
     )
     return 1

@@ -6,8 +6,16 @@ import argparse
 
 from rich.progress_bar import ProgressBar
 from rich.table import Table
+from rich.text import Text
 
-from coursekit.commands._common import PRACTICE, add_dir_option, console, next_stage, practice_dir
+from coursekit.commands._common import (
+    add_dir_option,
+    console,
+    next_stage,
+    practice_command,
+    practice_dir,
+    test_counts,
+)
 
 STATE_STYLE = {"passed": "green", "failing": "red", "not started": "dim"}
 
@@ -24,32 +32,34 @@ def run(args: argparse.Namespace) -> int:
     for column in ("stage", "title", "state", "tests"):
         table.add_column(column)
     for result in results:
-        passed = sum(o.passed for o in result.required)
         kind = " (optional)" if result.stage.optional else ""
-        style = STATE_STYLE[result.state]
         table.add_row(
             result.stage.id,
             result.stage.title + kind,
-            f"[{style}]{result.state}[/{style}]",
-            f"{passed}/{len(result.required)}",
+            Text(result.state, STATE_STYLE[result.state]),
+            # An untouched stub has no score yet: counting what its tests happen to do
+            # before the student wrote a line would only confuse.
+            "" if result.state == "not started" else test_counts(result),
         )
     console.print(table)
     core = [r for r in results if not r.stage.optional]
     done = sum(r.state == "passed" for r in core)
-    console.print(ProgressBar(total=len(core), completed=done, width=40))
+    if console.is_terminal:  # piped or redirected, a bar is only noise in the text
+        console.print(ProgressBar(total=len(core), completed=done, width=40))
     console.print(f"{done} of {len(core)} core stages passed.")
     extensions = [r for r in results if r.stage.optional]
     if extensions:
         extra = sum(r.state == "passed" for r in extensions)
         console.print(f"{extra} of {len(extensions)} optional extension stages passed.")
     upcoming = next_stage(results)
+    practice = practice_command()
     if upcoming is None:
-        console.print("Every stage is green. Now try: " + f"{PRACTICE} break 8.1")
+        console.print(f"Every stage is green. Now try: {practice} break 8.1")
     elif upcoming.stage.optional:
         console.print(
             "The core is done. The optional extensions come next (a bonus when graded): "
-            f"{PRACTICE} check {upcoming.stage.id}"
+            f"{practice} check {upcoming.stage.id}"
         )
     else:
-        console.print(f"Next: {PRACTICE} check {upcoming.stage.id}")
+        console.print(f"Next: {practice} check {upcoming.stage.id}")
     return 0

@@ -11,6 +11,7 @@ are backed up) for a directory copier cannot update.
 from __future__ import annotations
 
 import argparse
+import getpass
 import shutil
 import subprocess
 import time
@@ -21,7 +22,7 @@ import copier
 import yaml
 
 from coursekit.assemble import add_lab_tests
-from coursekit.commands._common import add_dir_option, console, practice_dir
+from coursekit.commands._common import add_dir_option, console, practice_command, practice_dir
 from coursekit.practice_dir import STATE_DIR, PracticeDir, PracticeDirError
 from coursekit.release import ReleaseError, current_release, git
 
@@ -34,6 +35,11 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     add_dir_option(parser)
     parser.add_argument(
+        "--init",
+        action="store_true",
+        help="put this directory under git and make its first commit (once, before updating)",
+    )
+    parser.add_argument(
         "--tests-only",
         action="store_true",
         help="only replace tests/ (the old ones are backed up); needs no git",
@@ -44,6 +50,8 @@ def run(args: argparse.Namespace) -> int:
     directory = practice_dir(args)
     if args.tests_only:
         return _replace_tests(directory)
+    if args.init:
+        return _init_git(directory.root)
     root = directory.root
     answers = _answers(root)
     made_from = answers.get("_commit")
@@ -51,31 +59,32 @@ def run(args: argparse.Namespace) -> int:
     if not made_from or not template:
         raise PracticeDirError(
             f"{root} was made without a template release, so copier cannot update it. "
-            f"Run `practice.py update --tests-only` to refresh tests/."
+            f"Run `{practice_command()} update --tests-only` to refresh tests/."
         )
     if not Path(str(template)).is_dir():
         raise PracticeDirError(
             f"The template releases this directory was made from are gone ({template}); was "
-            "the course repository moved or cloned again? Run `practice.py update "
+            f"the course repository moved or cloned again? Run `{practice_command()} update "
             "--tests-only` to refresh tests/."
         )
     if _git(root, "rev-parse", "--is-inside-work-tree") != "true":
         raise PracticeDirError(
             "copier update works on a directory under git, so that you can review and undo "
-            "what it changes. Run once, in this directory: git init && git add -A && "
-            "git commit -m 'my work' — then run update again."
+            f"what it changes. Run once, in this directory: {practice_command()} update --init "
+            "(or: git init && git add -A && git commit -m 'my work') — then run update again."
         )
     if _git(root, "status", "--porcelain", "--", "."):
         raise PracticeDirError(
             "Commit your work first (git add -A && git commit -m 'before update'): copier "
             "merges the new release into a clean tree, so that git diff shows exactly what "
-            "it changed."
+            "it changed. If git asks who you are: git config user.name 'Your Name' && "
+            "git config user.email you@example.org"
         )
     try:
         release = current_release(directory.lab)
     except ReleaseError as error:
         raise PracticeDirError(
-            f"{error}. Run `practice.py update --tests-only` to refresh tests/."
+            f"{error}. Run `{practice_command()} update --tests-only` to refresh tests/."
         ) from None
     if release.version == str(made_from):
         console.print(f"Already at the course's current release ({release.version}).")
@@ -91,6 +100,37 @@ def run(args: argparse.Namespace) -> int:
             "These files had your changes and the release's changes in the same place; "
             "resolve the <<<<<<< markers in them: " + ", ".join(conflicts)
         )
+    return 0
+
+
+def _init_git(root: Path) -> int:
+    """git init and a first commit; with no identity configured, a local one for this
+    directory only (git refuses to commit without one)."""
+    if _git(root, "rev-parse", "--is-inside-work-tree") == "true":
+        console.print(f"{root} is already under git; commit your work and run update.")
+        return 0
+    try:
+        git(root, "init", "--quiet")
+        if not _git(root, "config", "user.email"):
+            user = getpass.getuser()
+            git(root, "config", "user.name", user)
+            git(root, "config", "user.email", f"{user}@localhost")
+            console.print(
+                f"git had no identity; this directory now commits as {user} <{user}@localhost> "
+                "(change it with: git config user.name 'Your Name' && git config user.email "
+                "you@example.org)."
+            )
+        git(root, "add", "-A")
+        git(root, "commit", "--quiet", "--message", "My work before the first update")
+    except (OSError, subprocess.CalledProcessError) as error:
+        raise PracticeDirError(
+            f"git could not make the first commit ({error}). Is git installed? Run `git init`, "
+            "`git add -A` and `git commit` yourself to see git's own message."
+        ) from None
+    console.print(
+        f"{root} is under git now, with your work committed. Run update when the "
+        "course publishes a new release."
+    )
     return 0
 
 

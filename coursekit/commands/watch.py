@@ -3,11 +3,32 @@
 from __future__ import annotations
 
 import argparse
+import time
+from dataclasses import dataclass, field
 
 from watchfiles import watch as watch_changes
 
-from coursekit.commands._common import add_dir_option, console, next_stage, practice_dir
+from coursekit.commands._common import (
+    add_dir_option,
+    console,
+    next_stage,
+    practice_dir,
+    styled,
+)
 from coursekit.commands.check import check_stage
+
+
+@dataclass
+class _StageClock:
+    """How long and how many runs a stage took in this watch session."""
+
+    started: float = field(default_factory=time.monotonic)
+    runs: int = 0
+
+    def summary(self) -> str:
+        minutes, seconds = divmod(int(time.monotonic() - self.started), 60)
+        runs = "run" if self.runs == 1 else "runs"
+        return f"{self.runs} {runs}, {minutes}:{seconds:02d} in this watch"
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -21,14 +42,30 @@ def run(args: argparse.Namespace) -> int:
     # One watcher for the whole session, started before the first check: a save made
     # while tests run, or right after "Waiting", is never missed.
     changes = watch_changes(sources, recursive=True, yield_on_timeout=True, rust_timeout=500)
+    clocks: dict[str, _StageClock] = {}
+    current: str | None = None
     try:
         next(changes)  # the watcher is live once it has yielded (an empty set on timeout)
         while True:
             upcoming = next_stage(directory.results(directory.run()))
+            upcoming_id = None if upcoming is None else upcoming.stage.id
+            if current is not None and upcoming_id != current:
+                # The stage being worked on is green now: say so before moving on.
+                clocks[current].runs += 1
+                console.print(
+                    styled(
+                        (f"✓ Stage {current} is green", "green"), f" ({clocks[current].summary()})."
+                    )
+                )
             if upcoming is None or upcoming.stage.optional:
-                console.print("[green]Every core stage is green.[/green] Stopping the watch.")
+                console.print(
+                    styled(("Every core stage is green.", "green"), " Stopping the watch.")
+                )
                 return 0
-            check_stage(directory, upcoming.stage.id)
+            current = upcoming.stage.id
+            clock = clocks.setdefault(current, _StageClock())
+            clock.runs += 1
+            check_stage(directory, current)
             console.print(f"Waiting for changes in {sources} (Ctrl-C to stop)...")
             while not next(changes):
                 pass

@@ -44,6 +44,12 @@ def fresh(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return target
 
 
+def next_command(stdout: str) -> str:
+    """The command after 'Next: ' in practice.py's output."""
+    line = next(line for line in stdout.splitlines() if line.startswith("Next: "))
+    return line.removeprefix("Next: ").split("   (")[0]
+
+
 def copy_of(directory: Path, tmp_path: Path) -> Path:
     return Path(shutil.copytree(directory, tmp_path / "copy", symlinks=True))
 
@@ -152,7 +158,7 @@ def test_status_reports_each_stage_and_the_next_step(fresh: Path, tmp_path: Path
     }
     assert "passed" in rows["8.1"] and "failing" in rows["8.2"] and "not started" in rows["8.3"]
     assert "1 of 6 core stages passed" in result.stdout
-    assert "Next: python practice.py check 8.2" in result.stdout
+    assert "check 8.2" in next_command(result.stdout)
 
 
 def test_a_finished_core_offers_the_optional_extensions_next(fresh: Path, tmp_path: Path) -> None:
@@ -262,7 +268,12 @@ def test_watch_reruns_on_save_until_every_core_stage_is_green(fresh: Path, tmp_p
     finally:
         process.kill()
         reader.join(5)
-    assert "Every core stage is green" in "".join(seen)
+    output = "".join(seen)
+    assert "Every core stage is green" in output
+    celebrated = output.index("✓ Stage 8.6 is green")
+    assert "run" in output[celebrated:] and celebrated < output.index("Every core stage"), (
+        "watch must say that the stage it watched turned green before it moves on"
+    )
 
 
 def test_break_lists_mutants_and_shows_what_caught_one_without_code(fresh: Path) -> None:

@@ -1,0 +1,286 @@
+"""OpenAIChatModel against a real HTTP server on localhost that speaks chat completions,
+streaming (SSE) and not: tool calls from awkward deltas, retries, errors, abort."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from pytest_httpserver import HTTPServer
+from werkzeug import Request, Response
+
+from picourse.abort import AbortController
+from picourse.agent_loop import AgentContext, run_agent_loop
+from picourse.messages import TextContent, ToolCall, user_message
+from picourse.model import ModelRequest
+from picourse.openai_model import OpenAIChatModel
+from picourse.tool import Object, String, Tool, ToolContext, ToolOutput, ToolRegistry
+
+PATH = "/v1/chat/completions"
+
+
+@pytest.fixture
+def server() -> Iterator[HTTPServer]:
+    # Threaded: a handler that holds a stream open must not stop the server answering.
+    http = HTTPServer(threaded=True)
+    http.start()
+    yield http
+    http.clear()
+    if http.is_running():
+        http.stop()
+
+
+def model_for(server: HTTPServer, **options: Any) -> OpenAIChatModel:
+    return OpenAIChatModel(
+        "test-model", base_url=server.url_for("/v1"), api_key="sk-test", **options
+    )
+
+
+def chunk(delta: dict[str, Any], finish: str | None = None, usage: Any = None) -> str:
+    body: dict[str, Any] = {
+        "id": "chatcmpl-1",
+        "object": "chat.completion.chunk",
+        "created": 0,
+        "model": "test-model",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
+    if usage is not None:
+        body["choices"] = []
+        body["usage"] = usage
+    return f"data: {json.dumps(body)}\n\n"
+
+
+def sse(*chunks: str, done: bool = True) -> Response:
+    body = "".join(chunks) + ("data: [DONE]\n\n" if done else "")
+    return Response(body, content_type="text/event-stream")
+
+
+def tool_call_stream(call_id: str, name: str, arguments: str, pieces: int = 5) -> list[str]:
+    """One tool call whose arguments arrive in ``pieces`` cuts, some inside strings."""
+    size = max(1, len(arguments) // pieces)
+    parts = [arguments[i : i + size] for i in range(0, len(arguments), size)]
+    first = {"tool_calls": [{"index": 0, "id": call_id, "type": "function",
+                             "function": {"name": name, "arguments": ""}}]}  # fmt: skip
+    rest = [{"tool_calls": [{"index": 0, "function": {"arguments": p}}]} for p in parts]
+    return [chunk(first), *(chunk(d) for d in rest), chunk({}, "tool_calls")]
+
+
+def request_for(text: str, tools: list[dict[str, Any]] | None = None) -> ModelRequest:
+    return ModelRequest("be brief", [user_message(text)], tools or [])
+
+
+def echo_registry(seen: list[Any]) -> ToolRegistry:
+    async def execute(params: Any, ctx: ToolContext) -> ToolOutput:
+        seen.append(params)
+        return ToolOutput([TextContent(f"echo: {params['value']}")])
+
+    return ToolRegistry([Tool("echo", "Echo a value.", Object({"value": String()}), execute)])
+
+
+def test_streamed_text_arrives_piece_by_piece_with_usage(server: HTTPServer) -> None:
+    server.expect_request(PATH, method="POST").respond_with_response(
+        sse(
+            chunk({"role": "assistant", "content": "Hel"}),
+            chunk({"content": "lo"}),
+            chunk({}, "stop"),
+            chunk({}, usage={"prompt_tokens": 7, "completion_tokens": 2, "total_tokens": 9}),
+        )
+    )
+    pieces: list[str] = []
+    model = model_for(server, on_text=pieces.append)
+    reply = asyncio.run(model.complete(request_for("hi")))
+    assert reply.stop_reason == "stop" and reply.text == "Hello"
+    assert pieces == ["Hel", "lo"], "text is handed on as it arrives"
+    assert model.usage is not None and (
+        model.usage.prompt_tokens,
+        model.usage.completion_tokens,
+    ) == (7, 2)
+    sent = json.loads(server.log[0][0].get_data())
+    assert sent["stream"] is True and sent["messages"][0] == {
+        "role": "system",
+        "content": "be brief",
+    }
+
+
+def test_tool_calls_are_assembled_from_deltas_cut_anywhere(server: HTTPServer) -> None:
+    arguments = json.dumps({"value": 'naïve "quoted" text ✓'})
+    second = [
+        chunk({"tool_calls": [{"index": 1, "id": "call_b", "type": "function",
+                               "function": {"name": "ec", "arguments": '{"val'}}]}),
+        chunk({"tool_calls": [{"index": 1, "function": {"name": "ho", "arguments": 'ue": "2"}'}}]}),
+    ]  # fmt: skip
+    stream = tool_call_stream("call_a", "echo", arguments, pieces=7)
+    server.expect_request(PATH).respond_with_response(sse(*stream[:-1], *second, stream[-1]))
+    registry = echo_registry([])
+    reply = asyncio.run(model_for(server).complete(request_for("x", registry.definitions())))
+    assert reply.stop_reason == "toolUse"
+    assert [(c.id, c.name, c.arguments) for c in reply.tool_calls] == [
+        ("call_a", "echo", {"value": 'naïve "quoted" text ✓'}),
+        ("call_b", "echo", {"value": "2"}),
+    ]
+    sent = json.loads(server.log[0][0].get_data())
+    assert sent["tools"] == [
+        {
+            "type": "function",
+            "function": {
+                "name": "echo",
+                "description": "Echo a value.",
+                "parameters": registry.definitions()[0]["parameters"],
+            },
+        }
+    ]
+
+
+def test_not_streamed_replies_work_too(server: HTTPServer) -> None:
+    server.expect_request(PATH).respond_with_json(
+        {
+            "id": "x",
+            "object": "chat.completion",
+            "created": 0,
+            "model": "test-model",
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": "tool_calls",
+                    "message": {
+                        "role": "assistant",
+                        "content": None,
+                        "tool_calls": [
+                            {
+                                "id": "c1",
+                                "type": "function",
+                                "function": {"name": "echo", "arguments": '{"value": "v"}'},
+                            }
+                        ],
+                    },
+                }
+            ],
+            "usage": {"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7},
+        }
+    )
+    model = model_for(server, stream=False)
+    reply = asyncio.run(model.complete(request_for("x")))
+    assert reply.tool_calls == [ToolCall("c1", "echo", {"value": "v"})]
+    assert model.total_usage.completion_tokens == 4
+
+
+def test_a_429_is_retried_after_its_retry_after(server: HTTPServer) -> None:
+    arrivals: list[float] = []
+
+    def limited(request: Request) -> Response:
+        arrivals.append(time.monotonic())
+        return Response("slow down", status=429, headers={"Retry-After": "1"})
+
+    def ok(request: Request) -> Response:
+        arrivals.append(time.monotonic())
+        return sse(chunk({"content": "fine"}), chunk({}, "stop"))
+
+    server.expect_ordered_request(PATH).respond_with_handler(limited)
+    server.expect_ordered_request(PATH).respond_with_handler(ok)
+    reply = asyncio.run(model_for(server).complete(request_for("x")))
+    assert reply.stop_reason == "stop" and reply.text == "fine"
+    assert len(arrivals) == 2
+    assert arrivals[1] - arrivals[0] >= 0.95, "the retry waits as long as Retry-After says"
+
+
+def test_5xx_until_the_retry_budget_ends_is_an_error_reply(server: HTTPServer) -> None:
+    server.expect_request(PATH).respond_with_response(
+        Response("down", status=503, headers={"Retry-After": "0.01"})
+    )
+    reply = asyncio.run(model_for(server, max_retries=2).complete(request_for("x")))
+    assert reply.stop_reason == "error" and "503" in (reply.error_message or "")
+    assert len(server.log) == 3, "one try and two retries, then the error"
+
+
+@pytest.mark.parametrize(
+    ("status", "advice"),
+    [(401, "OPENAI_API_KEY"), (404, "--model")],
+)
+def test_a_bad_key_or_an_unknown_model_says_what_to_do(
+    server: HTTPServer, status: int, advice: str
+) -> None:
+    server.expect_request(PATH).respond_with_json(
+        {"error": {"message": "nope", "type": "invalid_request_error"}}, status=status
+    )
+    reply = asyncio.run(model_for(server).complete(request_for("x")))
+    assert reply.stop_reason == "error" and advice in (reply.error_message or "")
+    assert len(server.log) == 1, f"a {status} is not retried"
+
+
+def test_an_unreachable_server_says_so() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    model = OpenAIChatModel("m", base_url=f"http://127.0.0.1:{port}/v1", api_key="k", max_retries=0)
+    reply = asyncio.run(model.complete(request_for("x")))
+    assert reply.stop_reason == "error" and "cannot reach" in (reply.error_message or "")
+
+
+def test_a_stream_cut_midway_is_an_error_and_runs_no_half_call(server: HTTPServer) -> None:
+    stream = tool_call_stream("c", "echo", json.dumps({"value": "never whole"}))
+    server.expect_request(PATH).respond_with_response(sse(*stream[:3], done=False))
+    reply = asyncio.run(model_for(server).complete(request_for("x")))
+    assert reply.stop_reason == "error" and "ended" in (reply.error_message or "")
+    assert reply.tool_calls == [], "a call whose arguments were cut off must not run"
+
+
+def test_malformed_arguments_become_an_error_result_the_model_sees(server: HTTPServer) -> None:
+    seen: list[Any] = []
+    server.expect_ordered_request(PATH).respond_with_response(
+        sse(*tool_call_stream("bad", "echo", '{"value": "unterminated'))
+    )
+    server.expect_ordered_request(PATH).respond_with_response(
+        sse(chunk({"content": "sorry"}), chunk({}, "stop"))
+    )
+    run = asyncio.run(
+        run_agent_loop(
+            model=model_for(server),
+            tools=echo_registry(seen),
+            context=AgentContext([user_message("go")]),
+        )
+    )
+    assert run.reason == "stop" and seen == [], "the tool never ran on broken arguments"
+    second = json.loads(server.log[1][0].get_data())
+    tool_message = next(m for m in second["messages"] if m["role"] == "tool")
+    assert tool_message["tool_call_id"] == "bad" and "not valid JSON" in tool_message["content"]
+    assistant = next(m for m in second["messages"] if m["role"] == "assistant")
+    assert assistant["tool_calls"][0]["function"]["arguments"] == '{"value": "unterminated'
+
+
+def test_abort_during_streaming_cancels_the_stream(server: HTTPServer) -> None:
+    started = threading.Event()
+    release = threading.Event()
+
+    def hold(request: Request) -> Response:
+        def body() -> Iterator[str]:
+            yield chunk({"content": "thinking"})
+            started.set()
+            release.wait(30)  # held open until the test ends
+            yield chunk({}, "stop")
+
+        return Response(body(), content_type="text/event-stream")
+
+    server.expect_request(PATH).respond_with_handler(hold)
+    controller = AbortController()
+    received = threading.Event()
+    model = model_for(server, on_text=lambda piece: received.set())
+
+    async def scenario() -> Any:
+        task = asyncio.ensure_future(model.complete(request_for("x"), controller.signal))
+        # Abort once the client has the first piece and the server holds the stream open.
+        await asyncio.to_thread(received.wait, 30)
+        await asyncio.to_thread(started.wait, 30)
+        controller.abort("user pressed Ctrl-C")
+        return await asyncio.wait_for(task, 10)
+
+    try:
+        reply = asyncio.run(scenario())
+    finally:
+        release.set()
+    assert reply.stop_reason == "aborted" and reply.text == "thinking"

@@ -9,6 +9,7 @@
     python practice.py break 8.x [MUTANT]    watch the tests catch a broken solution
     python practice.py restore 8.x           bring back what reset (or restore) replaced
     python practice.py update                update to the course's current release (copier update)
+    python practice.py agent --model NAME    drive your own tools with a real model
 
 Subcommands act on the practice directory you are in, or on --dir DIR.
 """
@@ -23,7 +24,17 @@ from pathlib import Path
 from rich.console import Console
 from rich.text import Text
 
-from coursekit.commands import break_, check, hint, reset, restore, status, update, watch
+from coursekit.commands import (
+    agent,
+    break_,
+    check,
+    hint,
+    reset,
+    restore,
+    status,
+    update,
+    watch,
+)
 from coursekit.generate import GenerateError, create_practice_dir
 from coursekit.lab import load_lab
 from coursekit.layout import LayoutError
@@ -38,6 +49,7 @@ COMMANDS = {
     "watch": watch,
     "break": break_,
     "update": update,
+    "agent": agent,
 }
 errors = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
 

@@ -137,6 +137,7 @@ Run these in this directory. `pytest` here is the course's interpreter:
     {python} {practice} restore 8.1       # bring back what reset replaced
     {python} {practice} watch             # re-run the current stage on every save
     {python} {practice} break 8.1         # watch the tests catch a broken solution
+    {python} {practice} agent --model M   # a real model drives your tools (see the handout)
 
 Tests marked `challenge` prove more than the chapter asks; they are optional.
 

@@ -254,3 +254,35 @@ def test_practice_agent_leaves_out_the_stages_still_on_their_stub(tmp_path: Path
         cwd=base, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert none.returncode == 2 and "solve Lab 8.1 first" in none.stderr
+
+
+def test_without_lab_8_8_every_change_asks_a_plain_y_n(server: HTTPServer, tmp_path: Path) -> None:
+    base = render_base(LAB, tmp_path / "base")
+    core = build(LAB, base, tmp_path / "core", [s.id for s in LAB.stages if not s.optional])
+    workspace = tmp_path / "ws"
+    server.expect_ordered_request(PATH).respond_with_response(
+        tool_turn("c1", "write", {"path": "a.txt", "content": "declined\n"})
+    )
+    server.expect_ordered_request(PATH).respond_with_response(
+        tool_turn("c2", "write", {"path": "b.txt", "content": "allowed\n"})
+    )
+    server.expect_ordered_request(PATH).respond_with_response(text_turn("Done."))
+    session = Session(
+        core, "--model", "m", "--base-url", server.url_for("/v1"),
+        "--workspace", str(workspace), "--sessions", str(tmp_path / "sessions"),
+    )  # fmt: skip
+    try:
+        session.wait_for("you> ")
+        session.send("write two files")
+        session.wait_for("allow? [y/N]")
+        session.send("n")
+        session.wait_for("allow? [y/N]")
+        session.send("y")
+        session.wait_for("Done.")
+        session.finish()
+    finally:
+        session.kill()
+    assert not (workspace / "a.txt").exists(), "a declined change never happens"
+    assert (workspace / "b.txt").read_text() == "allowed\n"
+    second = json.loads(server.log[1][0].get_data())["messages"]
+    assert "declined" in second[-1]["content"], "the model is told the user declined"

@@ -14,7 +14,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-from grader import _export, _sandbox
+from grader import _export, _sandbox, _signatures, _similarity
 from grader._grade import GradeOptions, grade_submissions
 from grader._intake import InvalidSubmission, discover
 from grader.model import SubmissionResult
@@ -74,10 +74,16 @@ def main(argv: list[str] | None = None) -> int:
     export.add_argument("platform", choices=["gradescope"])
     export.add_argument("--out", type=Path, default=Path("autograder.zip"))
     commands.add_parser("gradescope-run", help=argparse.SUPPRESS)
+    _signatures.add_parser(commands)
+    _similarity.add_parser(commands)
     args = parser.parse_args(argv)
     try:
         if args.command == "grade":
             return _grade(args)
+        if args.command == "signatures":
+            return _signatures.run(args)
+        if args.command == "similarity":
+            return _similarity.run(args)
         if args.command == "export":
             path = _export.build_gradescope_bundle(args.out)
             console.print(

@@ -12,6 +12,7 @@ from rich.text import Text
 
 from coursekit.lab import Stage
 from coursekit.layout import COURSE_ROOT
+from coursekit.mistakes import diagnose, load_signatures
 from coursekit.practice_dir import PracticeDir, StageResult
 from coursekit.runner import TestOutcome
 
@@ -94,6 +95,19 @@ def test_counts(result: StageResult) -> str:
     if not challenge:
         return counts
     return f"{counts} core, {sum(o.passed for o in challenge)}/{len(challenge)} challenge"
+
+
+def show_diagnosis(directory: PracticeDir, result: StageResult, prefix: str = "") -> bool:
+    """Name the known mistake the stage's failures look like, if one matches well."""
+    failures = [(o.nodeid, o.message) for o in result.outcomes if not o.passed]
+    found = diagnose(
+        result.stage, failures, load_signatures(directory.lab, directory.root / "tests")
+    )
+    if found is None:
+        return False
+    console.print(prefix + found.text)
+    console.print(f"Try: {practice_command()} hint {result.stage.id}")
+    return True
 
 
 def stage_title(stage: Stage) -> str:

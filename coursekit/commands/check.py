@@ -11,6 +11,7 @@ from coursekit.commands._common import (
     next_stage,
     practice_command,
     practice_dir,
+    show_diagnosis,
     show_failure,
     stage_title,
     styled,
@@ -59,6 +60,7 @@ def check_stage(directory: PracticeDir, stage_id: str, *, verbose: bool = False)
         console.print(styled((f"✓ Stage {stage.id} is green.", "green")))
         return result
     show_failure(failure)
+    show_diagnosis(directory, result)
     console.print(f"Edit: {', '.join(stage.modules)}")
     practice = practice_command()
     console.print(

@@ -14,6 +14,7 @@ from coursekit.commands._common import (
     next_stage,
     practice_command,
     practice_dir,
+    show_diagnosis,
     test_counts,
 )
 
@@ -42,6 +43,9 @@ def run(args: argparse.Namespace) -> int:
             "" if result.state == "not started" else test_counts(result),
         )
     console.print(table)
+    for result in results:
+        if result.state == "failing":
+            show_diagnosis(directory, result, prefix=f"Stage {result.stage.id}: ")
     core = [r for r in results if not r.stage.optional]
     done = sum(r.state == "passed" for r in core)
     if console.is_terminal:  # piped or redirected, a bar is only noise in the text

@@ -1,0 +1,117 @@
+"""Diagnosis: a failure set is matched to the catalogued mistake it looks like, and an
+honest, unfinished or differently wrong submission is never told it made one."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import pytest
+
+from coursekit import load_lab
+from coursekit.lab import Mutant, Stage
+from coursekit.mistakes import diagnose, load_signatures, signature_key
+from coursekit.runner import run_lab_tests
+
+from .labrun import build, render_base
+
+LAB = load_lab("08")
+ASSERTION = "AssertionError: the invariant broke"
+
+
+def current_signatures() -> dict[str, dict[str, frozenset[str]]]:
+    signatures = load_signatures(LAB)
+    assert signatures is not None, (
+        "labs/08-coding-tools/mistakes.json is missing or stale (key "
+        f"{signature_key(LAB)}): the lab tests or lab.toml changed. Run "
+        "`python -m grader signatures` and commit the file."
+    )
+    return signatures
+
+
+def failures_of(tests: frozenset[str]) -> list[tuple[str, str]]:
+    return [(f"tests/{name}", ASSERTION) for name in sorted(tests)]
+
+
+def test_every_catalogued_mistake_has_a_current_signature() -> None:
+    signatures = current_signatures()
+    for stage in LAB.stages:
+        for mutant in stage.mutants:
+            assert signatures[stage.id].get(mutant.name), (
+                f"{stage.id} {mutant.name} has no signature (no test fails for it?)"
+            )
+
+
+def named(diagnosis: object, mutant: Mutant) -> bool:
+    """Named without doubt: the mistake itself, alone or with at most one look-alike."""
+    mistakes = getattr(diagnosis, "mistakes", ())
+    return mutant in mistakes and len(mistakes) <= 2
+
+
+def test_a_class_of_single_mistakes_is_diagnosed_right() -> None:
+    signatures = current_signatures()
+    students = [(stage, m) for stage in LAB.stages for m in stage.mutants]
+    right = [
+        (stage, m)
+        for stage, m in students
+        if named(diagnose(stage, failures_of(signatures[stage.id][m.name]), signatures), m)
+    ]
+    rate = len(right) / len(students)
+    wrong = sorted(
+        {f"{s.id} {m.name}" for s, m in students} - {f"{s.id} {m.name}" for s, m in right}
+    )
+    assert rate >= 0.9, f"diagnosis names the right mistake for {rate:.0%}; missed: {wrong}"
+
+
+def test_two_mistakes_in_two_stages_are_both_named() -> None:
+    signatures = current_signatures()
+    core = [s for s in LAB.stages if not s.optional]
+    for first, second in itertools.pairwise(core):
+        a, b = first.mutants[0], second.mutants[-1]
+        assert named(diagnose(first, failures_of(signatures[first.id][a.name]), signatures), a)
+        assert named(diagnose(second, failures_of(signatures[second.id][b.name]), signatures), b)
+
+
+def test_unfinished_or_unrelated_failures_get_no_diagnosis() -> None:
+    signatures = current_signatures()
+    stage: Stage = LAB.stage("8.1")
+    some = next(iter(signatures["8.1"].values()))
+    stubbed = [
+        (f"tests/{t}", "NotImplementedError: Lab 8.1 read is not implemented yet") for t in some
+    ]
+    assert diagnose(stage, stubbed, signatures) is None, "a stub is unfinished, not mistaken"
+    assert diagnose(stage, [], signatures) is None
+    unrelated = [("tests/test_lab8_1_read.py::test_that_does_not_exist", ASSERTION)]
+    assert diagnose(stage, unrelated, signatures) is None
+    assert diagnose(stage, failures_of(some), None) is None, "stale signatures: no guess"
+
+
+@pytest.mark.slow
+def test_honest_partial_submissions_are_never_told_they_made_a_known_mistake(
+    tmp_path: Path,
+) -> None:
+    signatures = current_signatures()
+    base = render_base(LAB, tmp_path / "base")
+    partial_read = (
+        Path(__file__).resolve().parents[2]
+        / "grader/examples/submissions/partial/src/picourse/coding_tools/read.py"
+    )
+    honest = build(LAB, base, tmp_path / "honest", ["8.2", "8.3", "8.4", "8.5", "8.6"])
+    (honest / LAB.stage("8.1").modules[0]).write_bytes(partial_read.read_bytes())
+    outcomes = run_lab_tests(honest).outcomes
+    claims = []
+    for stage in LAB.stages:
+        failing = [
+            (o.nodeid, o.message)
+            for o in outcomes
+            if not o.passed and o.test_file.endswith(stage.tests)
+        ]
+        found = diagnose(stage, failing, signatures)
+        if found is not None:
+            claims.append(
+                f"{stage.id}: {[m.name for m in found.mistakes]} ({found.similarity:.2f})"
+            )
+    assert not claims, f"honest work diagnosed as a known mistake: {claims}"
+    assert any(not o.passed for o in outcomes if o.test_file.endswith(LAB.stage("8.1").tests)), (
+        "the partial read must fail some 8.1 tests, or this proves nothing"
+    )

@@ -18,6 +18,7 @@ from coursekit.assemble import add_lab_tests, render_scaffold
 from coursekit.lab import Lab, load_lab
 from coursekit.layout import SCAFFOLD, SOLUTIONS
 from grader import _sandbox
+from grader._diagnosis import Diagnoser
 from grader._intake import InvalidSubmission, Submission, discover, lab_modules
 from grader._scan import suspicious
 from grader._scoring import InventoryItem, collect_inventory, score
@@ -72,6 +73,7 @@ class _Session:
     hidden: list[Path]
     key: str
     users: _sandbox.UserPool
+    diagnose: Diagnoser
 
     @classmethod
     def start(cls, lab: Lab, options: GradeOptions, staging: Path, private: list[Path]) -> _Session:
@@ -91,6 +93,7 @@ class _Session:
             hidden,
             grading_key(lab),
             _sandbox.UserPool(options.jobs),
+            Diagnoser(lab, pristine / "tests"),
         )
 
     def grade(self, submission: Submission) -> SubmissionResult:
@@ -109,6 +112,7 @@ class _Session:
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
         result.input_digest, result.grading_key = digest, self.key
+        result.diagnoses = self.diagnose(result)
         result.seconds = round(time.monotonic() - started, 2)
         return result
 

@@ -36,6 +36,16 @@ class StageScore:
     optional: bool
 
 
+@dataclass(frozen=True)
+class Diagnosed:
+    """The catalogued mistake a stage's failures look like (see coursekit.mistakes)."""
+
+    stage: str
+    mistakes: list[str]  # mutant names in lab.toml; more than one on a tie
+    text: str  # what the student is told: the mistake and the invariant
+    similarity: float
+
+
 @dataclass
 class SubmissionResult:
     student: str
@@ -49,6 +59,7 @@ class SubmissionResult:
     input_digest: str = ""
     grading_key: str = ""
     seconds: float = 0.0
+    diagnoses: list[Diagnosed] = field(default_factory=list)
 
     # score and max_score count the core stages; optional (extension) stages and challenge
     # tests are in bonus and max_bonus.
@@ -72,6 +83,7 @@ class SubmissionResult:
         data.pop("max_score", None)
         data["stages"] = [StageScore(**s) for s in data["stages"]]
         data["tests"] = [TestResult(**t) for t in data["tests"]]
+        data["diagnoses"] = [Diagnosed(**d) for d in data.get("diagnoses", [])]
         return cls(**data)
 
 

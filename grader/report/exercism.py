@@ -9,6 +9,12 @@ from grader.model import SubmissionResult
 
 def render(result: SubmissionResult) -> str:
     task_of = {stage.stage: number for number, stage in enumerate(result.stages, start=1)}
+    # The diagnosis goes with the first failing test of its stage, where the student looks.
+    told = {d.stage: d.text for d in result.diagnoses}
+    diagnosed_at = {}
+    for test in result.tests:
+        if test.status != "passed" and test.stage in told and test.stage not in diagnosed_at:
+            diagnosed_at[test.stage] = test.nodeid
     message: str | None
     if result.status in ("invalid", "crashed", "flagged"):
         status, message = "error", result.reason
@@ -27,6 +33,7 @@ def render(result: SubmissionResult) -> str:
                     "name": t.name,
                     "status": "pass" if t.status == "passed" else "fail",
                     "message": t.message or None,
+                    **({"output": told[t.stage]} if diagnosed_at.get(t.stage) == t.nodeid else {}),
                     "test_code": t.nodeid,
                     "task_id": task_of[t.stage],
                 }

@@ -26,6 +26,8 @@ def render(result: SubmissionResult) -> str:
     output += (
         f" Bonus (challenge tests and optional stages): {result.bonus:g} of {result.max_bonus:g}."
     )
+    for diagnosis in result.diagnoses:
+        output += f"\nStage {diagnosis.stage}: {diagnosis.text}"
     return json.dumps(
         {
             "score": result.score,

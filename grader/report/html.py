@@ -7,6 +7,7 @@ from html import escape
 
 from coursekit.lab import Lab
 from grader.model import SubmissionResult, truncate
+from grader.report import insight
 
 STYLE = """
 body{font:14px/1.45 system-ui,sans-serif;margin:2rem;color:#1b1f24;max-width:1100px}
@@ -15,6 +16,8 @@ text-align:left;vertical-align:top}th{background:#f6f8fa}.graded{color:#1a7f37}
 .timeout,.crashed{color:#9a6700}.invalid,.flagged{color:#cf222e}pre{white-space:pre-wrap;
 background:#f6f8fa;padding:6px;margin:2px 0}.bar{background:#2da44e;height:10px}
 section{border-top:2px solid #d0d7de;margin-top:2rem}
+.charts{display:flex;flex-wrap:wrap;gap:1rem 2rem}figure{margin:0}
+figcaption{font-weight:600;margin:.5rem 0}.muted{color:#57606a}
 """
 
 
@@ -23,7 +26,8 @@ def render(lab: Lab, results: list[SubmissionResult]) -> str:
     parts = [
         f"<!doctype html><html lang=en><meta charset=utf-8><title>Chapter {lab.chapter} "
         f"grades</title><style>{STYLE}</style><h1>Chapter {lab.chapter}: "
-        f"{escape(lab.title)}</h1><p>{len(results)} submission(s).</p>"
+        f"{escape(lab.title)}</h1><p>{len(results)} submission(s).</p>",
+        insight.render(lab, results),
     ]
     parts.append(
         "<h2>Class overview</h2><table><tr><th>student</th>"
@@ -58,6 +62,8 @@ def render(lab: Lab, results: list[SubmissionResult]) -> str:
             + f"</p><p>Score {result.score:g} / {result.max_score:g}, bonus "
             f"{result.bonus:g} / {result.max_bonus:g}.</p>"
         )
+        for diagnosis in result.diagnoses:
+            parts.append(f"<p><b>Stage {diagnosis.stage}:</b> {escape(diagnosis.text)}</p>")
         failing = [t for t in result.tests if t.status != "passed"]
         if failing:
             parts.append("<table><tr><th>test</th><th>why</th></tr>")

@@ -2,6 +2,10 @@
 
 Given: joining a path argument onto the workspace. Lab 8.2 (``containment.py``) decides
 whether the result may be used in workspace mode.
+
+Whatever the model sends, the answer is a path or a ``PathError`` that says what to do:
+text the OS cannot take as a file name (a NUL, a lone surrogate) and paths longer than
+the OS accepts are refused here, before any system call could raise something else.
 """
 
 from __future__ import annotations
@@ -12,6 +16,8 @@ from picourse.coding_tools.containment import ensure_inside_workspace
 from picourse.coding_tools.errors import PathError
 from picourse.coding_tools.options import CodingToolOptions
 
+_FALLBACK_PATH_MAX = 4096  # Linux; macOS allows 1024, pathconf tells where it is known
+
 
 def resolve_path(options: CodingToolOptions, path: str) -> str:
     """Return the absolute path the tool works on, or raise ``PathError``."""
@@ -20,6 +26,29 @@ def resolve_path(options: CodingToolOptions, path: str) -> str:
     if "\0" in path:
         raise PathError("path must not contain NUL characters")
     absolute = os.path.normpath(os.path.join(options.cwd, path))
+    try:
+        encoded = os.fsencode(absolute)
+    except UnicodeEncodeError as error:
+        bad = absolute[error.start : error.end]
+        raise PathError(
+            f"path contains {bad!r}, which no file name can hold (a lone surrogate); "
+            "give the path as plain text"
+        ) from None
+    if len(encoded) >= _path_max(options.cwd):
+        raise PathError(
+            f"path is too long ({len(encoded)} bytes once joined onto the workspace); "
+            "give a shorter path"
+        )
     if options.containment == "workspace":
-        ensure_inside_workspace(options.cwd, absolute)
+        try:
+            ensure_inside_workspace(options.cwd, absolute)
+        except RecursionError:
+            raise PathError("path is nested too deeply to resolve; give a shorter path") from None
     return absolute
+
+
+def _path_max(directory: str) -> int:
+    try:
+        return os.pathconf(directory, "PC_PATH_MAX")
+    except (OSError, ValueError):
+        return _FALLBACK_PATH_MAX

@@ -6,6 +6,7 @@ Write and edit arrive in 8.3 and 8.4; their own tests prove they use this resolv
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,10 @@ pytestmark = pytest.mark.lab8_2
 
 def refused(out: ToolOutput, why: str = "escapes the workspace") -> None:
     assert out.is_error, "a path that leaves the workspace must be refused"
-    assert why in text_of(out), f"the refusal must say {why!r}, got: {text_of(out)}"
+    # Judge the words, not the paths quoted in them: a test's directory is named after
+    # the test and may contain the very word looked for.
+    words = re.sub(r"\S*/\S*", "", text_of(out))
+    assert why in words, f"the refusal must say {why!r}, got: {text_of(out)}"
     assert "TOP SECRET" not in text_of(out), "nothing outside the workspace may be read"
 
 
@@ -67,14 +71,16 @@ def test_a_symlinked_directory_pointing_out_is_refused(workspace: Path, outside:
 def test_a_new_file_behind_a_symlinked_directory_is_refused(workspace: Path, outside: Path) -> None:
     os.symlink(outside, workspace / "docs")
     options = CodingToolOptions(str(workspace))
-    with pytest.raises(WorkspaceEscapeError, match="symlink"):
+    with pytest.raises(WorkspaceEscapeError) as raised:
         resolve_path(options, "docs/new-dir/new.txt")  # judged by its nearest existing ancestor
+    refused(ToolOutput.error(str(raised.value)), "symlink")
 
 
 def test_a_dangling_symlink_pointing_out_is_refused(workspace: Path, outside: Path) -> None:
     os.symlink(outside / "not-yet.txt", workspace / "later.txt")
-    with pytest.raises(WorkspaceEscapeError, match="symlink"):
+    with pytest.raises(WorkspaceEscapeError) as raised:
         resolve_path(CodingToolOptions(str(workspace)), "later.txt")
+    refused(ToolOutput.error(str(raised.value)), "symlink")
 
 
 def test_symlinks_that_stay_inside_are_allowed(workspace: Path) -> None:

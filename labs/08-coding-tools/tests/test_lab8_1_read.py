@@ -6,7 +6,6 @@ These tests run with containment="unrestricted" because containment is Lab 8.2's
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import tracemalloc
 from collections.abc import Callable
@@ -15,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from lab_helpers import call, call_now, run, text_of, utf8_len
+from lab_helpers import call, call_now, end_or_release, play_fifo_writer, run, text_of, utf8_len
 from picourse.abort import AbortController
 from picourse.coding_tools import ReadDetails, create_coding_tools
 from picourse.tool import ToolOutput, ToolRegistry
@@ -318,29 +317,21 @@ def test_a_file_changed_between_reads_is_read_afresh(workspace: Path) -> None:
     assert text_of(after).split("\n")[0] == f"{len(expected) - 5:>4}│ {expected[-6]}"
 
 
-async def read_without_waiting(registry: ToolRegistry, fifo: Path) -> ToolOutput:
-    """Read a FIFO that has no writer. If the read waits (in an open or a read that
-    blocks), play the writer: open and close it until the read returns, so nothing stays
-    stuck, then fail."""
-    task = asyncio.ensure_future(call(registry, "read", {"path": str(fifo)}))
-    done, _ = await asyncio.wait({task}, timeout=5)
-    if done:
-        return task.result()
-    for _ in range(1000):
-        with contextlib.suppress(OSError):  # ENXIO until the read has opened its end
-            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
-        done, _ = await asyncio.wait({task}, timeout=0.01)
-        if done:
-            break
-    raise AssertionError(
-        "read waited for a writer on a FIFO: open with O_NONBLOCK and refuse what os.fstat "
-        "says is not a regular file (stat.S_ISREG), before reading a byte"
-    )
-
-
 def test_a_fifo_is_refused_without_waiting_for_a_writer(workspace: Path) -> None:
-    os.mkfifo(workspace / "pipe")
-    out = run(read_without_waiting(tools(workspace), workspace / "pipe"), timeout=30)
+    fifo = workspace / "pipe"
+    os.mkfifo(fifo)
+
+    async def read_fifo() -> ToolOutput:
+        task = asyncio.ensure_future(call(tools(workspace), "read", {"path": "pipe"}))
+        return await end_or_release(
+            task,
+            lambda: play_fifo_writer(fifo),
+            within=5,
+            failure="read waited for a writer on a FIFO: open with O_NONBLOCK and refuse "
+            "what os.fstat says is not a regular file (stat.S_ISREG), before reading a byte",
+        )
+
+    out = run(read_fifo(), timeout=30)
     assert out.is_error and "not a regular file" in text_of(out), (
         "a FIFO is not a file to read: the error must say 'not a regular file', got: "
         f"{text_of(out)!r}"

@@ -25,14 +25,15 @@ def resolve_path(options: CodingToolOptions, path: str) -> str:
         raise PathError("path must not be empty: give a file path relative to the workspace")
     if "\0" in path:
         raise PathError("path must not contain NUL characters")
-    absolute = os.path.normpath(os.path.join(options.cwd, path))
     try:
-        encoded = os.fsencode(absolute)
+        # Tools quote the path in their results and count results in UTF-8 bytes.
+        path.encode("utf-8")
+        encoded = os.fsencode(absolute := os.path.normpath(os.path.join(options.cwd, path)))
     except UnicodeEncodeError as error:
-        bad = absolute[error.start : error.end]
+        bad = error.object[error.start : error.end]
         raise PathError(
-            f"path contains {bad!r}, which no file name can hold (a lone surrogate); "
-            "give the path as plain text"
+            f"path contains {bad!r}, a lone surrogate that is not text; give the path as "
+            "plain UTF-8 text (list odd names with bash `ls`)"
         ) from None
     if len(encoded) >= _path_max(options.cwd):
         raise PathError(

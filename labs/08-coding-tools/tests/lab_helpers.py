@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import time
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -81,3 +82,26 @@ def raise_task_failures(*tasks: asyncio.Task[Any]) -> None:
     for task in tasks:
         if task.done() and not task.cancelled() and task.exception() is not None:
             raise task.exception()  # type: ignore[misc]
+
+
+async def end_or_release(
+    task: asyncio.Future[T], release: Callable[[], object], *, within: float, failure: str
+) -> T:
+    """Wait ``within`` seconds for a call. If it is still running, call ``release`` (which
+    unblocks what the call waits on: a FIFO's writer, say) until it ends, then fail with
+    ``failure``: a hang becomes a failure that leaves no thread stuck behind."""
+    done, _ = await asyncio.wait({task}, timeout=within)
+    if done:
+        return task.result()
+    for _ in range(1000):
+        release()
+        done, _ = await asyncio.wait({task}, timeout=0.01)
+        if done:
+            break
+    raise AssertionError(failure)
+
+
+def play_fifo_writer(fifo: Path) -> None:
+    """Open and close a FIFO's writing end: a reader blocked in open or read returns."""
+    with contextlib.suppress(OSError):  # ENXIO until the reader has opened its end
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))

@@ -5,6 +5,7 @@ These tests run with containment="unrestricted" because containment is Lab 8.2's
 
 from __future__ import annotations
 
+import asyncio
 import os
 import tracemalloc
 from collections.abc import Callable
@@ -13,9 +14,10 @@ from typing import Any
 
 import pytest
 
-from lab_helpers import call_now, text_of, utf8_len
+from lab_helpers import call, call_now, end_or_release, play_fifo_writer, run, text_of, utf8_len
+from picourse.abort import AbortController
 from picourse.coding_tools import ReadDetails, create_coding_tools
-from picourse.tool import ToolRegistry
+from picourse.tool import ToolOutput, ToolRegistry
 
 pytestmark = pytest.mark.lab8_1
 
@@ -62,6 +64,26 @@ def test_lines_are_split_on_newline_and_a_final_newline_adds_none(
     assert text_of(out) == numbered(content.split("\n")[:total])
 
 
+@pytest.mark.parametrize(
+    ("content", "shown"),
+    [
+        ("one\r\ntwo\r\n", ["one\r", "two\r"]),
+        ("a\rb\x0cc\x0bd\x1ce\x85f\u2028g\u2029h\n", ["a\rb\x0cc\x0bd\x1ce\x85f\u2028g\u2029h"]),
+        ("lone\r", ["lone\r"]),
+    ],
+    ids=["crlf", "other-line-breaks", "final-cr"],
+)
+def test_only_newline_ends_a_line(workspace: Path, content: str, shown: list[str]) -> None:
+    (workspace / "f.txt").write_bytes(content.encode())
+    out = call_now(tools(workspace), "read", path="f.txt")
+    assert not out.is_error, f"reading {content!r} must succeed, got: {text_of(out)}"
+    assert (text_of(out), out.details.lines) == (numbered(shown), len(shown)), (
+        "lines end at \n and nowhere else: a \r (also the one of CRLF), form feed, vertical "
+        "tab and Unicode separators stay part of their line. str.splitlines() splits on all "
+        "of them; split the bytes on b'\\n' instead"
+    )
+
+
 def test_an_empty_file_is_an_empty_successful_read(workspace: Path) -> None:
     (workspace / "empty.txt").write_text("")
     out = call_now(tools(workspace), "read", path="empty.txt")
@@ -78,7 +100,10 @@ def test_offset_and_limit_select_a_window_with_a_continuation_notice(workspace: 
     assert text_of(out) == numbered(lines[2:6], 3) + (
         "\n\n[Showing lines 3-6 of 10; continue with offset=7]"
     ), "a window of lines 3-6 must end with a blank line and the exact continuation notice"
-    assert (out.details.start_line, out.details.end_line, out.details.truncated) == (3, 6, True)
+    assert out.details == ReadDetails(str(workspace / "f.txt"), 110, 10, 3, 6, True), (
+        "details of a window: lines is the file's total (10), not the window's end; "
+        "bytes is the file's size; end_line is the last line shown"
+    )
 
 
 def test_the_last_window_has_no_notice(workspace: Path) -> None:
@@ -92,6 +117,7 @@ def test_max_read_lines_caps_the_window_even_when_limit_is_larger(workspace: Pat
     write_lines(workspace / "f.txt", 30)
     out = call_now(tools(workspace, max_read_lines=12), "read", path="f.txt", limit=20)
     assert out.details.end_line == 12, "max_read_lines=12 must cap a request for 20 lines"
+    assert out.details.lines == 30, "ReadDetails.lines counts the whole file, not the window"
     assert text_of(out).endswith("[Showing lines 1-12 of 30; continue with offset=13]")
 
 
@@ -167,6 +193,50 @@ def test_a_first_line_that_cannot_fit_is_an_error_not_a_cut_line(workspace: Path
     assert "xxxxxxxxxx" not in text_of(out), "the error must not include part of the line"
 
 
+def test_a_last_line_without_newline_that_cannot_fit_is_refused_too(workspace: Path) -> None:
+    (workspace / "f.txt").write_text("short\n" + "x" * 500)  # no final newline
+    registry = tools(workspace, max_read_bytes=200)
+    first = call_now(registry, "read", path="f.txt")
+    assert text_of(first) == numbered(["short"]) + (
+        "\n\n[Showing lines 1-1 of 2; continue with offset=2]"
+    ), "a last line that does not fit must end the window, even without a final newline"
+    out = call_now(registry, "read", path="f.txt", offset=2)
+    assert out.is_error, (
+        "a last line longer than the budget must be refused like any other, not cut to fit"
+    )
+    assert "too small to return a complete line starting at line 2" in text_of(out)
+    assert "xxxxxxxxxx" not in text_of(out), "the error must not include part of the line"
+
+
+def test_memory_is_bounded_by_the_window_not_the_file_or_one_line(workspace: Path) -> None:
+    # A 64 MiB file whose middle line alone is 64 MiB: neither the file nor that line may
+    # be held in memory; a window of the lines around it is all a read keeps.
+    with open(workspace / "huge.txt", "wb") as file:
+        file.write(b"first\n")
+        for _ in range(64):
+            file.write(b"x" * 2**20)
+        file.write(b"\nlast\n")
+    registry = tools(workspace)
+    tracemalloc.start()
+    try:
+        first = call_now(registry, "read", path="huge.txt")
+        middle = call_now(registry, "read", path="huge.txt", offset=2)
+        last = call_now(registry, "read", path="huge.txt", offset=3)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert text_of(first) == numbered(["first"]) + (
+        "\n\n[Showing lines 1-1 of 3; continue with offset=2]"
+    ), "the huge line ends the window, and the notice still counts every line of the file"
+    assert middle.is_error and "too small to return a complete line" in text_of(middle)
+    assert text_of(last) == "   3│ last"
+    assert peak < 16 * 2**20, (
+        f"reading windows of a 64 MiB file with a 64 MiB line allocated {peak / 2**20:.0f} "
+        "MiB at peak: memory must be bounded by the window. Read binary chunks of about "
+        "1 MiB, count newlines in them, and keep at most max_read_bytes of a line"
+    )
+
+
 def test_details_path_is_the_joined_path_not_the_symlink_target(workspace: Path) -> None:
     (workspace / "real.txt").write_text("x\n")
     os.symlink(workspace / "real.txt", workspace / "alias.txt")
@@ -182,9 +252,11 @@ def test_details_path_is_the_joined_path_not_the_symlink_target(workspace: Path)
         (lambda d: None, "not found"),
         (lambda d: (d / "f.txt").mkdir(), "directory"),
         (lambda d: (d / "f.txt").write_bytes(b"\x7fELF\x00\x00\x01binary"), "binary"),
+        # the NUL is in the first 8192 bytes but on line 501, past the default window
+        (lambda d: (d / "f.txt").write_bytes(b"text line\n" * 500 + b"\x00\n"), "binary"),
         (lambda d: (d / "f.txt").write_bytes(b"caf\xe9 latin-1\n"), "UTF-8"),
     ],
-    ids=["missing", "directory", "binary", "invalid-utf8"],
+    ids=["missing", "directory", "binary", "binary-past-the-window", "invalid-utf8"],
 )
 def test_unreadable_targets_are_clear_error_results(
     workspace: Path, make: Callable[[Path], object], expect: str
@@ -220,7 +292,6 @@ def test_a_window_of_a_huge_file_uses_memory_bounded_by_the_window(workspace: Pa
     )
 
 
-@pytest.mark.challenge
 def test_a_file_changed_between_reads_is_read_afresh(workspace: Path) -> None:
     # Several MB, so that an implementation that remembers line positions would use them.
     path = workspace / "log.txt"
@@ -229,13 +300,70 @@ def test_a_file_changed_between_reads_is_read_afresh(workspace: Path) -> None:
     registry = tools(workspace)
     before = call_now(registry, "read", path="log.txt", offset=59_990)
     assert before.details.lines == 60_000
+    times = os.stat(path)
     data = bytearray(path.read_bytes())
     for at in range(100, len(data) // 2, 997):  # same size, different line breaks
         data[at] = ord("\n")
-    path.write_bytes(bytes(data))
+    with open(path, "r+b") as file:  # in place: same inode, same size
+        file.write(data)
+    os.utime(path, ns=(times.st_atime_ns, times.st_mtime_ns))  # and the old mtime
     expected = bytes(data).decode().split("\n")[:-1]
     after = call_now(registry, "read", path="log.txt", offset=len(expected) - 5)
     assert after.details.lines == len(expected), (
-        "a file rewritten between two reads must be counted again, not from memory"
+        "a file rewritten between two reads (same inode, size and mtime) must be counted "
+        "again, not from memory: remember nothing, or trust it only while the file is "
+        "provably unchanged"
     )
     assert text_of(after).split("\n")[0] == f"{len(expected) - 5:>4}│ {expected[-6]}"
+
+
+def test_a_fifo_is_refused_without_waiting_for_a_writer(workspace: Path) -> None:
+    fifo = workspace / "pipe"
+    os.mkfifo(fifo)
+
+    async def read_fifo() -> ToolOutput:
+        task = asyncio.ensure_future(call(tools(workspace), "read", {"path": "pipe"}))
+        return await end_or_release(
+            task,
+            lambda: play_fifo_writer(fifo),
+            within=5,
+            failure="read waited for a writer on a FIFO: open with O_NONBLOCK and refuse "
+            "what os.fstat says is not a regular file (stat.S_ISREG), before reading a byte",
+        )
+
+    out = run(read_fifo(), timeout=30)
+    assert out.is_error and "not a regular file" in text_of(out), (
+        "a FIFO is not a file to read: the error must say 'not a regular file', got: "
+        f"{text_of(out)!r}"
+    )
+
+
+def test_a_device_is_refused(workspace: Path) -> None:
+    out = call_now(tools(workspace), "read", path=os.devnull)
+    assert out.is_error and "not a regular file" in text_of(out), (
+        f"{os.devnull} is a device, not a file to read (a device like /dev/zero never ends): "
+        f"the error must say 'not a regular file', got: {text_of(out)!r}"
+    )
+
+
+@pytest.mark.challenge
+def test_an_abort_during_the_scan_ends_the_read(workspace: Path) -> None:
+    path = workspace / "sparse.log"
+    with open(path, "wb") as file:  # text, then a hole of zeros: cheap on disk, slow to scan
+        file.write(b"a line of text\n" * 1000)
+        file.truncate(768 * 2**20)
+
+    async def aborted_read() -> ToolOutput:
+        controller = AbortController()
+        task = asyncio.ensure_future(
+            call(tools(workspace), "read", {"path": "sparse.log"}, signal=controller.signal)
+        )
+        await asyncio.sleep(0)  # the call has started and handed its scan to a thread
+        controller.abort()
+        return await task
+
+    out = run(aborted_read())
+    assert out.is_error and "aborted" in text_of(out), (
+        "an abort while read scans a large file must end the read with an error saying "
+        "'aborted': check the signal between chunks"
+    )

@@ -5,6 +5,10 @@ Refuse a path that leaves the workspace lexically, and one that leaves it throug
 symlink (judge the real path of the target, or of its nearest existing ancestor when the
 target does not exist yet). Raise ``WorkspaceEscapeError`` with a message containing
 ``escapes the workspace`` (and ``symlink`` for the second case).
+
+Compare whole path components, not string prefixes (``/ws-evil`` is not inside ``/ws``),
+on both checks. The workspace itself (``"."``) is inside. Raise nothing else: a symlink
+loop is not an escape, and reading it later is an error result of its own.
 """
 
 from __future__ import annotations

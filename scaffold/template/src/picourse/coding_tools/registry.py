@@ -136,7 +136,11 @@ def create_coding_tools(
 def read_tool(options: CodingToolOptions) -> Tool:
     async def execute(params: Any, ctx: ToolContext) -> ToolOutput:
         output = await read_file(
-            options, params["path"], offset=params.get("offset", 1), limit=params.get("limit")
+            options,
+            params["path"],
+            offset=params.get("offset", 1),
+            limit=params.get("limit"),
+            signal=ctx.signal,
         )
         if options.ledger is not None and isinstance(output.details, ReadDetails):
             # Careful edits (8.9): remember what the model has seen of this file.

@@ -5,6 +5,11 @@ and ``..``; the real-path one catches a symlink inside the workspace that points
 ``os.path.realpath`` resolves every existing component and keeps the rest as written, so
 for a file that does not exist yet it checks the real path of its nearest existing
 ancestor: a write cannot create a file behind a symlink either.
+
+Both comparisons are by whole path components (``commonpath``), never by string prefix:
+``/ws-evil`` starts with ``/ws`` but is outside it. The workspace itself is inside.
+``realpath`` does not raise on a symlink loop; the loop stays where it is, and opening it
+later fails with a clear error result.
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ import shutil
 import stat
 import tempfile
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -136,28 +137,27 @@ class RenameSpy:
     renames: list[tuple[str, str, bool]] = field(default_factory=list)  # src, dst, synced?
 
     def install(self, monkeypatch: pytest.MonkeyPatch) -> RenameSpy:
-        spy = self
         for name in ("fsync", "fdatasync"):
-            real_sync = getattr(os, name, None)
-            if real_sync is None:
-                continue
-
-            def sync(fd: int, real: Any = real_sync) -> None:
-                spy.synced.add(os.fstat(fd).st_ino)
-                real(fd)
-
-            monkeypatch.setattr(os, name, sync)
+            if hasattr(os, name):
+                monkeypatch.setattr(os, name, self._sync(getattr(os, name)))
         for name in ("replace", "rename"):
-
-            def rename(
-                src: Any, dst: Any, *args: Any, real: Any = getattr(os, name), **kw: Any
-            ) -> None:
-                inode = os.stat(src, follow_symlinks=False).st_ino
-                spy.renames.append((os.fspath(src), os.fspath(dst), inode in spy.synced))
-                real(src, dst, *args, **kw)
-
-            monkeypatch.setattr(os, name, rename)
+            monkeypatch.setattr(os, name, self._rename(getattr(os, name)))
         return self
+
+    def _sync(self, real: Callable[[int], None]) -> Callable[[int], None]:
+        def sync(fd: int) -> None:
+            self.synced.add(os.fstat(fd).st_ino)
+            real(fd)
+
+        return sync
+
+    def _rename(self, real: Callable[..., None]) -> Callable[..., None]:
+        def rename(src: Any, dst: Any, *args: Any, **kwargs: Any) -> None:
+            inode = os.stat(src, follow_symlinks=False).st_ino
+            self.renames.append((os.fspath(src), os.fspath(dst), inode in self.synced))
+            real(src, dst, *args, **kwargs)
+
+        return rename
 
 
 def test_the_temp_file_is_fsynced_then_renamed_in_the_same_directory(
@@ -357,7 +357,10 @@ def test_a_cancelled_caller_keeps_the_lane_until_its_thread_ends() -> None:
         queue = MutationQueue()
         first = asyncio.create_task(queue.run("k", lambda: asyncio.to_thread(slow_write)))
         try:
-            assert await asyncio.to_thread(entered.wait, 5), "op0's thread never started"
+            thread_started = asyncio.create_task(asyncio.to_thread(entered.wait, 5))
+            await asyncio.wait({first, thread_started}, return_when=asyncio.FIRST_COMPLETED)
+            raise_task_failures(first)
+            assert await thread_started, "op0's thread never started"
             second = asyncio.create_task(queue.run("k", next_operation))
             await settle()
             first.cancel()  # the caller gives up while the worker thread still writes
@@ -371,6 +374,7 @@ def test_a_cancelled_caller_keeps_the_lane_until_its_thread_ends() -> None:
                 f"{log!r} while op0's thread was still running"
             )
         finally:
+            entered.set()  # also ends the waiting thread when op0 never started
             release.set()
         await second
         assert log == ["op0 thread end", "op1 start"]

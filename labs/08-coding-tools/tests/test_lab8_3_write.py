@@ -524,3 +524,48 @@ def test_two_names_of_one_file_share_one_lane(
         assert os.path.islink(workspace / "link.txt"), "the symlink itself must stay a symlink"
 
     run(scenario())
+
+
+@pytest.mark.challenge
+def test_a_name_of_255_bytes_can_be_written(workspace: Path) -> None:
+    name = "é" * 125 + ".txt"  # 254 bytes, near the usual NAME_MAX of 255
+    assert len(name.encode()) <= 255
+    out = call_now(create_coding_tools(workspace), "write", path=name, content="x\n")
+    assert not out.is_error, (
+        f"a legal file name must be writable; keep the temp name short: {text_of(out)}"
+    )
+    only_expected_files(workspace, {name})
+
+
+@pytest.mark.challenge
+def test_a_failed_write_removes_the_directories_it_created(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (workspace / "kept").mkdir()
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", broken)
+    monkeypatch.setattr(os, "rename", broken)
+    out = call_now(
+        create_coding_tools(workspace), "write", path="kept/new/deeper/f.txt", content="x"
+    )
+    assert out.is_error
+    assert snapshot(workspace) == {"kept": "<dir>"}, (
+        "a failed write leaves no trace: remove the directories it created (and only those)"
+    )
+
+
+@pytest.mark.challenge
+def test_a_read_only_file_is_refused(workspace: Path) -> None:
+    target = workspace / "locked.txt"
+    target.write_text("keep\n")
+    target.chmod(0o444)
+    out = call_now(create_coding_tools(workspace), "write", path="locked.txt", content="x\n")
+    assert out.is_error and "read-only" in text_of(out), (
+        "a file without write permission is refused with 'read-only', as the shell's > "
+        "refuses it (a rename would replace it silently)"
+    )
+    assert target.read_text() == "keep\n"
+    only_expected_files(workspace, {"locked.txt"})

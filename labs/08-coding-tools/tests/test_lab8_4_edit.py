@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import stat
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -321,3 +322,41 @@ def test_a_fifo_is_refused_without_blocking(workspace: Path, through_symlink: bo
         "'regular file'"
     )
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode), "the FIFO must still be there"
+
+
+@pytest.mark.challenge
+def test_edits_from_two_event_loops_are_never_lost(workspace: Path) -> None:
+    # Each thread runs its own event loop, as two agents in one process would: the queue
+    # orders operations inside one loop only, so the file itself must be locked
+    # (files.directory_lock) around read, check and rename.
+    path = workspace / "app.py"
+    rounds = 40
+    path.write_text("".join(f"a{n}\nb{n}\n" for n in range(rounds)))
+    registry = create_coding_tools(workspace)
+    failures: list[str] = []
+
+    def agent(prefix: str) -> None:
+        async def edits() -> None:
+            for n in range(rounds):
+                out = await call(
+                    registry,
+                    "edit",
+                    {"path": "app.py", "old_text": f"{prefix}{n}\n", "new_text": f"{prefix}{n}!\n"},
+                )
+                if out.is_error:
+                    failures.append(text_of(out))
+
+        run(edits(), timeout=60)
+
+    threads = [threading.Thread(target=agent, args=(prefix,)) for prefix in "ab"]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(90)
+    assert not failures, failures[:3]
+    text = path.read_text()
+    lost = [line for line in text.splitlines() if not line.endswith("!")]
+    assert not lost, (
+        f"{len(lost)} edits reported success and were then lost (e.g. {lost[:3]}): lock the "
+        "directory around read, check and rename"
+    )

@@ -37,6 +37,7 @@ from picourse.coding_tools.paths import resolve_path
 from picourse.tool import ToolOutput
 
 _TEMP_NAME = re.compile(r"\.pi-(\d+)-[0-9a-f]{12}\.tmp")
+_PATH_MAX = 4096  # Linux; macOS allows 1024, and its own error is as clear
 
 
 async def write_file(options: CodingToolOptions, path: str, content: str) -> ToolOutput:
@@ -120,6 +121,8 @@ def _write_if_unchanged(key: str, display: str, old: bytes | None, data: bytes) 
 
 def write_atomic(path: str, data: bytes | bytearray) -> None:
     """Replace ``path`` (a real path: symlinks already resolved) with ``data``."""
+    if len(os.fsencode(path)) >= _PATH_MAX:  # fail before creating thousands of folders
+        raise OSError(errno.ENAMETOOLONG, "File name too long", path)
     directory = os.path.dirname(path)
     created = _make_directories(directory)
     try:

@@ -49,9 +49,18 @@ class QueueProbe:
 async def hold_lane(
     queue: MutationQueue, key: str, holder: Callable[[], Awaitable[Any]]
 ) -> asyncio.Task[Any]:
-    """Queue ``holder`` under ``key`` and return once it holds the lane."""
-    holding = asyncio.create_task(queue.run(key, holder))
-    await asyncio.sleep(0)
-    if holding.done() and not holding.cancelled() and holding.exception() is not None:
-        raise holding.exception()  # type: ignore[misc]  # an unfinished stage shows as itself
-    return holding
+    """Queue ``holder`` under ``key`` and return once it holds the lane (it has started)."""
+    started = asyncio.Event()
+
+    async def holding() -> Any:
+        started.set()
+        return await holder()
+
+    task = asyncio.create_task(queue.run(key, holding))
+    waiting = asyncio.create_task(started.wait())
+    await asyncio.wait({task, waiting}, timeout=5, return_when=asyncio.FIRST_COMPLETED)
+    waiting.cancel()
+    if task.done() and not task.cancelled() and task.exception() is not None:
+        raise task.exception()  # type: ignore[misc]  # an unfinished stage shows as itself
+    assert started.is_set(), "MutationQueue.run never started an operation on a free key"
+    return task

@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import os
+import shutil
 import stat
+import tempfile
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -119,14 +126,147 @@ def test_write_refuses_to_leave_the_workspace_and_creates_nothing_outside(
     assert snapshot(outside) == before, "nothing outside the workspace may be changed or created"
 
 
+# ---------------------------------------------------------------- durable and faithful
+
+
+@dataclass
+class RenameSpy:
+    """Records what is fsynced and renamed, to prove the order of a durable replace."""
+
+    synced: set[int] = field(default_factory=set)  # inodes fsynced so far
+    renames: list[tuple[str, str, bool]] = field(default_factory=list)  # src, dst, synced?
+
+    def install(self, monkeypatch: pytest.MonkeyPatch) -> RenameSpy:
+        for name in ("fsync", "fdatasync"):
+            if hasattr(os, name):
+                monkeypatch.setattr(os, name, self._sync(getattr(os, name)))
+        for name in ("replace", "rename"):
+            monkeypatch.setattr(os, name, self._rename(getattr(os, name)))
+        return self
+
+    def _sync(self, real: Callable[[int], None]) -> Callable[[int], None]:
+        def sync(fd: int) -> None:
+            self.synced.add(os.fstat(fd).st_ino)
+            real(fd)
+
+        return sync
+
+    def _rename(self, real: Callable[..., None]) -> Callable[..., None]:
+        def rename(src: Any, dst: Any, *args: Any, **kwargs: Any) -> None:
+            inode = os.stat(src, follow_symlinks=False).st_ino
+            self.renames.append((os.fspath(src), os.fspath(dst), inode in self.synced))
+            real(src, dst, *args, **kwargs)
+
+        return rename
+
+
+def test_the_temp_file_is_fsynced_then_renamed_in_the_same_directory(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # The system temp directory is often another filesystem (a tmpfs), where a rename to
+    # the workspace fails with EXDEV; point it somewhere else to make the mistake visible.
+    elsewhere = Path("/dev/shm") if os.access("/dev/shm", os.W_OK) else tmp_path / "elsewhere"
+    elsewhere = Path(tempfile.mkdtemp(dir=elsewhere if elsewhere.is_dir() else tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", str(elsewhere))
+    spy = RenameSpy().install(monkeypatch)
+    try:
+        out = call_now(create_coding_tools(workspace), "write", path="f.txt", content="new\n")
+    finally:
+        shutil.rmtree(elsewhere, ignore_errors=True)
+    assert not out.is_error, text_of(out)
+    assert (workspace / "f.txt").read_text() == "new\n"
+    assert spy.renames, "write must rename a temp file over the target (os.replace)"
+    src, dst, synced = spy.renames[-1]
+    assert os.path.dirname(src) == os.path.dirname(dst), (
+        "invariant: the temp file lies in the target's own directory (a rename is atomic "
+        f"only within one filesystem); it was {src}"
+    )
+    assert synced, (
+        "invariant: the temp file's data reaches the disk before the rename: flush, then "
+        "os.fsync the temp file, then os.replace; otherwise a crash can leave an empty file"
+    )
+    only_expected_files(workspace, {"f.txt"})
+
+
+def test_every_write_uses_a_fresh_temp_name(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spy = RenameSpy().install(monkeypatch)
+    registry = create_coding_tools(workspace)
+    for content in ("one\n", "two\n", "three\n"):
+        call_now(registry, "write", path="f.txt", content=content)
+    names = [os.path.basename(src) for src, _, _ in spy.renames]
+    assert len(names) == 3 and len(set(names)) == 3, (
+        "invariant: two writers (threads or processes) never share a temp file: give each "
+        f"temp file a new random name and create it with O_EXCL; got {names}"
+    )
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o002, 0o077])
+def test_a_new_file_gets_the_usual_mode(workspace: Path, umask: int) -> None:
+    previous = os.umask(umask)
+    try:
+        call_now(create_coding_tools(workspace), "write", path="new.txt", content="x\n")
+    finally:
+        os.umask(previous)
+    mode = stat.S_IMODE((workspace / "new.txt").stat().st_mode)
+    assert mode == 0o666 & ~umask, (
+        f"invariant: a new file gets 0o666 & ~umask, as the shell's > gives it; with umask "
+        f"{umask:03o} expected {0o666 & ~umask:o}, got {mode:o}. Create the temp file with "
+        "os.open(temp, O_WRONLY | O_CREAT | O_EXCL, 0o666), not tempfile.mkstemp (0o600)"
+    )
+
+
+def test_overwriting_keeps_the_permission_bits(workspace: Path) -> None:
+    target = workspace / "script.sh"
+    target.write_text("echo old\n")
+    target.chmod(0o751)
+    call_now(create_coding_tools(workspace), "write", path="script.sh", content="echo new\n")
+    assert stat.S_IMODE(target.stat().st_mode) == 0o751, (
+        "invariant: replacing a file keeps its permission bits (an executable must stay "
+        "executable): give the temp file the old file's mode before the rename"
+    )
+
+
+@pytest.mark.parametrize("through_symlink", [False, True], ids=["fifo", "symlink-to-fifo"])
+def test_only_a_regular_file_is_replaced(workspace: Path, through_symlink: bool) -> None:
+    fifo = workspace / "pipe"
+    os.mkfifo(fifo)
+    if through_symlink:
+        os.symlink("pipe", workspace / "link")
+    out = call_now(
+        create_coding_tools(workspace),
+        "write",
+        path="link" if through_symlink else "pipe",
+        content="x\n",
+    )
+    assert out.is_error and "regular file" in text_of(out), (
+        "invariant: write replaces only a regular file; a FIFO (or a device, a socket) is an "
+        "error result that says 'regular file'. os.stat the target before writing"
+    )
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode), "the FIFO must still be there, unchanged"
+    expected = {"pipe", "link"} if through_symlink else {"pipe"}
+    only_expected_files(workspace, expected)
+
+
 # ---------------------------------------------------------------- the queue itself
 
 
-async def gated(log: list[str], name: str, gate: asyncio.Event) -> str:
+async def gated(
+    log: list[str], name: str, gate: asyncio.Event, started: asyncio.Event | None = None
+) -> str:
     log.append(f"{name} start")
+    if started is not None:
+        started.set()
     await gate.wait()
     log.append(f"{name} end")
     return name
+
+
+async def settle() -> None:
+    """Let every task that is ready run (no threads involved): a few loop iterations."""
+    for _ in range(20):
+        await asyncio.sleep(0)
 
 
 def test_the_same_key_runs_strictly_in_order() -> None:
@@ -134,18 +274,22 @@ def test_the_same_key_runs_strictly_in_order() -> None:
         queue = MutationQueue()
         log: list[str] = []
         gates = [asyncio.Event() for _ in range(3)]
+        started = asyncio.Event()
         tasks = [
-            asyncio.create_task(queue.run("k", functools.partial(gated, log, f"op{i}", gates[i])))
+            asyncio.create_task(
+                queue.run("k", functools.partial(gated, log, f"op{i}", gates[i], started))
+            )
             for i in range(3)
         ]
-        await asyncio.sleep(0)  # every task has reached the queue
+        await wait_or_fail(started, tasks, "MutationQueue.run never started op0 on a free key")
+        await settle()
         raise_task_failures(*tasks)
         assert log == ["op0 start"], (
             "while op0 runs, later operations on the same key must wait, got " + repr(log)
         )
         gates[2].set()  # opening a later gate first must not let op2 overtake
         gates[1].set()
-        await asyncio.sleep(0)
+        await settle()
         assert log == ["op0 start"], "op1 and op2 must wait for op0 even when their gates are open"
         gates[0].set()
         assert await asyncio.gather(*tasks) == ["op0", "op1", "op2"], "run returns the result"
@@ -159,6 +303,83 @@ def test_the_same_key_runs_strictly_in_order() -> None:
         "op2 start",
         "op2 end",
     ], "operations on one key must run one after another, in the order they were queued"
+
+
+async def wait_or_fail(event: asyncio.Event, tasks: list[asyncio.Task[Any]], message: str) -> None:
+    waiting = asyncio.create_task(event.wait())
+    await asyncio.wait({waiting, *tasks}, timeout=5, return_when=asyncio.FIRST_COMPLETED)
+    waiting.cancel()
+    raise_task_failures(*tasks)
+    assert event.is_set(), message
+
+
+def test_a_caller_cancelled_in_the_queue_does_not_let_the_next_one_overtake() -> None:
+    async def scenario() -> list[str]:
+        queue = MutationQueue()
+        log: list[str] = []
+        gate, started, never = asyncio.Event(), asyncio.Event(), asyncio.Event()
+        first = asyncio.create_task(queue.run("k", lambda: gated(log, "op0", gate, started)))
+        await wait_or_fail(started, [first], "MutationQueue.run never started op0 on a free key")
+        waiting = asyncio.create_task(queue.run("k", lambda: gated(log, "op1", never)))
+        last = asyncio.create_task(queue.run("k", lambda: gated(log, "op2", gate)))
+        await settle()
+        waiting.cancel()  # op1 gives up while op0 still runs
+        await settle()
+        raise_task_failures(first, last)
+        assert log == ["op0 start"], (
+            "invariant: a caller cancelled while it waits must not open the lane for the "
+            "next one while the operation ahead still runs; hand over only when that one "
+            f"is done. Got {log!r}"
+        )
+        gate.set()
+        await asyncio.gather(first, last)
+        assert waiting.cancelled(), "the cancelled caller must see CancelledError"
+        return log
+
+    assert run(scenario()) == ["op0 start", "op0 end", "op2 start", "op2 end"], (
+        "the cancelled operation must never run; the others run in order"
+    )
+
+
+def test_a_cancelled_caller_keeps_the_lane_until_its_thread_ends() -> None:
+    entered, release = threading.Event(), threading.Event()
+    log: list[str] = []
+
+    def slow_write() -> None:
+        entered.set()
+        release.wait(10)
+        log.append("op0 thread end")
+
+    async def next_operation() -> None:
+        log.append("op1 start")
+
+    async def scenario() -> None:
+        queue = MutationQueue()
+        first = asyncio.create_task(queue.run("k", lambda: asyncio.to_thread(slow_write)))
+        try:
+            thread_started = asyncio.create_task(asyncio.to_thread(entered.wait, 5))
+            await asyncio.wait({first, thread_started}, return_when=asyncio.FIRST_COMPLETED)
+            raise_task_failures(first)
+            assert await thread_started, "op0's thread never started"
+            second = asyncio.create_task(queue.run("k", next_operation))
+            await settle()
+            first.cancel()  # the caller gives up while the worker thread still writes
+            with contextlib.suppress(asyncio.CancelledError):
+                await first
+            await settle()
+            assert log == [], (
+                "invariant: the lane belongs to an operation until it really ends. A worker "
+                "thread cannot be cancelled: when the caller is cancelled, keep the operation "
+                "running (asyncio.shield) and hand over only once it is done. Got "
+                f"{log!r} while op0's thread was still running"
+            )
+        finally:
+            entered.set()  # also ends the waiting thread when op0 never started
+            release.set()
+        await second
+        assert log == ["op0 thread end", "op1 start"]
+
+    run(scenario())
 
 
 def test_different_keys_run_concurrently() -> None:
@@ -276,17 +497,6 @@ def test_write_waits_for_an_operation_holding_its_lane(
 
 
 @pytest.mark.challenge
-def test_overwriting_keeps_the_permission_bits(workspace: Path) -> None:
-    target = workspace / "script.sh"
-    target.write_text("echo old\n")
-    target.chmod(0o751)
-    call_now(create_coding_tools(workspace), "write", path="script.sh", content="echo new\n")
-    assert stat.S_IMODE(target.stat().st_mode) == 0o751, (
-        "replacing a file must keep its permission bits (an executable must stay executable)"
-    )
-
-
-@pytest.mark.challenge
 def test_two_names_of_one_file_share_one_lane(
     workspace: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -314,3 +524,48 @@ def test_two_names_of_one_file_share_one_lane(
         assert os.path.islink(workspace / "link.txt"), "the symlink itself must stay a symlink"
 
     run(scenario())
+
+
+@pytest.mark.challenge
+def test_a_name_of_255_bytes_can_be_written(workspace: Path) -> None:
+    name = "é" * 125 + ".txt"  # 254 bytes, near the usual NAME_MAX of 255
+    assert len(name.encode()) <= 255
+    out = call_now(create_coding_tools(workspace), "write", path=name, content="x\n")
+    assert not out.is_error, (
+        f"a legal file name must be writable; keep the temp name short: {text_of(out)}"
+    )
+    only_expected_files(workspace, {name})
+
+
+@pytest.mark.challenge
+def test_a_failed_write_removes_the_directories_it_created(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (workspace / "kept").mkdir()
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", broken)
+    monkeypatch.setattr(os, "rename", broken)
+    out = call_now(
+        create_coding_tools(workspace), "write", path="kept/new/deeper/f.txt", content="x"
+    )
+    assert out.is_error
+    assert snapshot(workspace) == {"kept": "<dir>"}, (
+        "a failed write leaves no trace: remove the directories it created (and only those)"
+    )
+
+
+@pytest.mark.challenge
+def test_a_read_only_file_is_refused(workspace: Path) -> None:
+    target = workspace / "locked.txt"
+    target.write_text("keep\n")
+    target.chmod(0o444)
+    out = call_now(create_coding_tools(workspace), "write", path="locked.txt", content="x\n")
+    assert out.is_error and "read-only" in text_of(out), (
+        "a file without write permission is refused with 'read-only', as the shell's > "
+        "refuses it (a rename would replace it silently)"
+    )
+    assert target.read_text() == "keep\n"
+    only_expected_files(workspace, {"locked.txt"})

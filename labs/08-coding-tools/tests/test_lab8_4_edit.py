@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
+import stat
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from lab_helpers import call_now, snapshot, text_of
+from lab_helpers import call, call_now, raise_task_failures, run, snapshot, text_of
+from picourse.abort import AbortController
 from picourse.coding_tools import DEFAULT_MUTATION_QUEUE, EditDetails, create_coding_tools
 from picourse.tool import ToolOutput
-from queue_probe import QueueProbe
+from queue_probe import QueueProbe, hold_lane
 
 pytestmark = pytest.mark.lab8_4
 
@@ -177,3 +181,182 @@ def test_edit_runs_in_the_default_queue_even_when_it_fails(
     assert [(id(q), k) for q, k in probe.calls] == [
         (id(DEFAULT_MUTATION_QUEUE), os.path.realpath(app))
     ] * 2, "every edit that passed path resolution must run in DEFAULT_MUTATION_QUEUE"
+
+
+def test_details_count_utf8_bytes(workspace: Path) -> None:
+    path = workspace / "app.py"
+    path.write_text("naïve café ✓\n", encoding="utf-8")
+    out = edit(workspace, old_text="café ✓", new_text="thé ✗✗")
+    assert not out.is_error, text_of(out)
+    assert path.read_text(encoding="utf-8") == "naïve thé ✗✗\n"
+    assert out.details == EditDetails(str(path), 17, 19, 1), (
+        "invariant: old_bytes and new_bytes are UTF-8 byte counts of the whole file before "
+        "and after (len(data) of the bytes, not len(text) of the str)"
+    )
+
+
+def test_invalid_utf8_is_refused_and_the_file_is_unchanged(workspace: Path) -> None:
+    path = workspace / "app.py"
+    path.write_bytes(b"name = '\xff\xfe'\n")
+    inode = path.stat().st_ino
+    out = edit(workspace, old_text="name", new_text="title")
+    assert out.is_error and "UTF-8" in text_of(out), (
+        "a file that is not valid UTF-8 text must be refused with an error that says UTF-8"
+    )
+    unchanged(path, b"name = '\xff\xfe'\n", inode)
+
+
+def test_edit_reads_the_file_inside_its_lane(
+    workspace: Path, app: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    probe = QueueProbe().install(monkeypatch)
+
+    async def scenario() -> ToolOutput:
+        gate = asyncio.Event()
+
+        async def earlier_write() -> None:  # an operation queued before the edit
+            await gate.wait()
+            app.write_text(SOURCE.replace("'hello '", "'hey '"))
+
+        holding = await hold_lane(DEFAULT_MUTATION_QUEUE, os.path.realpath(app), earlier_write)
+        entered = probe.arm()
+        editing = asyncio.create_task(
+            call(
+                create_coding_tools(workspace),
+                "edit",
+                {"path": "app.py", "old_text": "'hey '", "new_text": "'hi '"},
+            )
+        )
+        waiting = asyncio.create_task(entered.wait())
+        await asyncio.wait({editing, waiting}, timeout=5, return_when=asyncio.FIRST_COMPLETED)
+        waiting.cancel()
+        raise_task_failures(editing)
+        assert entered.is_set(), "edit must run inside DEFAULT_MUTATION_QUEUE.run"
+        gate.set()
+        await holding
+        return await editing
+
+    out = run(scenario())
+    assert not out.is_error, (
+        "invariant: edit reads the file inside its queued operation, after every earlier "
+        "operation on the file has finished; reading before MutationQueue.run edits a stale "
+        f"copy and loses the earlier change. Got: {text_of(out)}"
+    )
+    assert app.read_text() == SOURCE.replace("'hello '", "'hi '")
+
+
+def test_concurrent_edits_of_one_file_all_land(workspace: Path) -> None:
+    path = workspace / "app.py"
+    path.write_text("".join(f"line {n}\n" for n in range(20)))
+    registry = create_coding_tools(workspace)
+
+    async def scenario() -> list[ToolOutput]:
+        return await asyncio.gather(
+            *(
+                call(
+                    registry,
+                    "edit",
+                    {"path": "app.py", "old_text": f"line {n}\n", "new_text": f"LINE {n}\n"},
+                )
+                for n in range(20)
+            )
+        )
+
+    outputs = run(scenario())
+    assert not any(out.is_error for out in outputs), [text_of(o) for o in outputs if o.is_error]
+    assert path.read_text() == "".join(f"LINE {n}\n" for n in range(20)), (
+        "invariant: an edit that reports success is never lost: read, apply and write inside "
+        "one queued operation, so concurrent edits of one file apply one after another"
+    )
+
+
+def test_an_aborted_edit_changes_nothing(workspace: Path, app: Path) -> None:
+    controller = AbortController()
+    controller.abort("user pressed stop")
+    before, inode = app.read_bytes(), app.stat().st_ino
+    tools = create_coding_tools(workspace)
+    out = run(
+        call(
+            tools,
+            "edit",
+            {"path": "app.py", "old_text": "'hello '", "new_text": "'hi '"},
+            signal=controller.signal,
+        )
+    )
+    assert out.is_error, (
+        "an edit whose abort signal has fired must not write: check signal.aborted while "
+        "reading and before write_atomic, and return an error result"
+    )
+    unchanged(app, before, inode)
+
+
+@pytest.mark.parametrize("through_symlink", [False, True], ids=["fifo", "symlink-to-fifo"])
+def test_a_fifo_is_refused_without_blocking(workspace: Path, through_symlink: bool) -> None:
+    fifo = workspace / "pipe"
+    os.mkfifo(fifo)
+    if through_symlink:
+        os.symlink("pipe", workspace / "app.py")
+    name = "app.py" if through_symlink else "pipe"
+    tools = create_coding_tools(workspace)
+
+    async def scenario() -> ToolOutput:
+        editing = asyncio.create_task(
+            call(tools, "edit", {"path": name, "old_text": "a", "new_text": "b"})
+        )
+        done, _ = await asyncio.wait({editing}, timeout=5)
+        if not done:
+            # Unblock the worker thread (a writer end opens and closes: end of file), so
+            # the test ends; then fail for what was seen.
+            os.close(os.open(fifo, os.O_RDWR | os.O_NONBLOCK))
+            await asyncio.wait({editing}, timeout=5)
+            raise AssertionError(
+                "edit blocked on a FIFO with no writer: open with O_NONBLOCK and refuse "
+                "anything but a regular file (os.fstat, stat.S_ISREG); files.open_existing "
+                "does both"
+            )
+        return editing.result()
+
+    out = run(scenario(), timeout=15)
+    assert out.is_error and "regular file" in text_of(out), (
+        "invariant: edit changes only regular files; a FIFO is an error result that says "
+        "'regular file'"
+    )
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode), "the FIFO must still be there"
+
+
+@pytest.mark.challenge
+def test_edits_from_two_event_loops_are_never_lost(workspace: Path) -> None:
+    # Each thread runs its own event loop, as two agents in one process would: the queue
+    # orders operations inside one loop only, so the file itself must be locked
+    # (files.directory_lock) around read, check and rename.
+    path = workspace / "app.py"
+    rounds = 40
+    path.write_text("".join(f"a{n}\nb{n}\n" for n in range(rounds)))
+    registry = create_coding_tools(workspace)
+    failures: list[str] = []
+
+    def agent(prefix: str) -> None:
+        async def edits() -> None:
+            for n in range(rounds):
+                out = await call(
+                    registry,
+                    "edit",
+                    {"path": "app.py", "old_text": f"{prefix}{n}\n", "new_text": f"{prefix}{n}!\n"},
+                )
+                if out.is_error:
+                    failures.append(text_of(out))
+
+        run(edits(), timeout=60)
+
+    threads = [threading.Thread(target=agent, args=(prefix,)) for prefix in "ab"]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(90)
+    assert not failures, failures[:3]
+    text = path.read_text()
+    lost = [line for line in text.splitlines() if not line.endswith("!")]
+    assert not lost, (
+        f"{len(lost)} edits reported success and were then lost (e.g. {lost[:3]}): lock the "
+        "directory around read, check and rename"
+    )

@@ -3,6 +3,11 @@
 ``run(key, operation)`` starts ``operation()`` only after every operation queued earlier
 under the same key has finished (failed ones too); other keys do not wait. Write and edit
 share ``DEFAULT_MUTATION_QUEUE``, keyed by ``canonical_key`` (symlinks resolved).
+
+Cancellation never opens a lane early: a caller cancelled while waiting does not let the
+next one overtake the operation still running ahead of it, and a caller cancelled while
+its operation runs gets ``CancelledError`` while the operation (shield it) keeps the lane
+until it really ends: a worker thread cannot be cancelled, and may still be writing.
 """
 
 from __future__ import annotations

@@ -190,7 +190,7 @@ def edit_tool(options: CodingToolOptions) -> Tool:
             return ToolOutput.error(
                 "edit needs edits: [{old_text, new_text}, ...] or both old_text and new_text."
             )
-        return await edit_file(options, params["path"], edits)
+        return await edit_file(options, params["path"], edits, signal=ctx.signal)
 
     return Tool(
         "edit",

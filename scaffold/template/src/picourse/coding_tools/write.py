@@ -1,9 +1,11 @@
 """Lab 8.3 — replace a whole file atomically.
 
 ``write_file`` resolves the path, then runs ``write_atomic`` inside the default mutation
-queue. ``write_atomic`` creates parent directories, writes a temp file in the target's
-directory, and renames it over the target; no temp file survives any path. A directory
-target is an error. Report ``WriteDetails`` (UTF-8 bytes).
+queue. ``write_atomic`` creates parent directories, writes a temp file with a fresh name
+in the target's directory, fsyncs it, and renames it over the target; no temp file
+survives any path. A new file gets the usual ``0o666 & ~umask`` mode; a replaced file
+keeps its permission bits. Only a regular file may be replaced: a directory, a FIFO, a
+device or a socket is an error and stays as it is. Report ``WriteDetails`` (UTF-8 bytes).
 """
 
 from __future__ import annotations

@@ -3,26 +3,55 @@
 Edits apply in order to an in-memory copy, so a later edit sees an earlier one's result.
 Any failing edit leaves the file byte for byte as it was; otherwise the result is written
 once, through the same atomic write as the write tool, inside the same queue lane.
-With the extensions on, the lane also holds the read-before-edit check and the careful
-matcher (8.9) and the confirmation (8.8), so nothing can change the file in between.
+
+- The file is opened without blocking and only a regular file is read (a FIFO or a
+  device would never end), in chunks, checking the abort signal between them; UTF-8 is
+  validated chunk by chunk, and the edits change that one buffer in place, so the peak
+  memory stays within twice the file's size.
+- Read, check and rename happen under ``files.directory_lock``: an edit in another event
+  loop or process cannot slip in between, so no applied edit is ever lost.
+- With the extensions on, the lane also holds the read-before-edit check and the careful
+  matcher (8.9) and the confirmation (8.8). The lock is not held while a person decides;
+  instead the commit re-reads the file and refuses if it changed meanwhile.
 """
 
 from __future__ import annotations
 
 import asyncio
+import codecs
+import os
+from dataclasses import dataclass
 
+from picourse.abort import AbortSignal
 from picourse.coding_tools.careful_edit import apply_careful_edits
 from picourse.coding_tools.confirm import ask_before_change
 from picourse.coding_tools.details import Edit, EditDetails
 from picourse.coding_tools.errors import ChangeRefused, PathError, describe_os_error
+from picourse.coding_tools.files import directory_lock, open_existing
 from picourse.coding_tools.mutation_queue import DEFAULT_MUTATION_QUEUE, canonical_key
 from picourse.coding_tools.options import CodingToolOptions
 from picourse.coding_tools.paths import resolve_path
 from picourse.coding_tools.write import write_atomic
 from picourse.tool import ToolOutput
 
+CHUNK_BYTES = 1 << 20
 
-async def edit_file(options: CodingToolOptions, path: str, edits: list[Edit]) -> ToolOutput:
+
+@dataclass
+class _Change:
+    old_bytes: int
+    original: bytes | None  # kept only when a confirmation must show it
+    updated: bytes | bytearray
+    snippet: str
+
+
+async def edit_file(
+    options: CodingToolOptions,
+    path: str,
+    edits: list[Edit],
+    *,
+    signal: AbortSignal | None = None,
+) -> ToolOutput:
     if not edits:
         return ToolOutput.error("edits must not be empty: give at least one {old_text, new_text}.")
     for index, edit in enumerate(edits):
@@ -32,53 +61,71 @@ async def edit_file(options: CodingToolOptions, path: str, edits: list[Edit]) ->
                 "line in old_text and repeat it in new_text."
             )
     try:
+        encoded = [(edit.old_text.encode("utf-8"), edit.new_text.encode("utf-8")) for edit in edits]
+    except UnicodeEncodeError as error:
+        return ToolOutput.error(
+            f"An edit text is not valid Unicode ({error.reason}); send UTF-8 text. {path} "
+            "is unchanged."
+        )
+    try:
         absolute = resolve_path(options, path)
+        key = canonical_key(absolute)
     except PathError as error:
         return ToolOutput.error(str(error))
-    key = canonical_key(absolute)
+    except (OSError, ValueError, RecursionError):
+        return ToolOutput.error(f"Cannot edit {path!r}: the path cannot be used as a file name.")
+    confirming = options.confirm is not None
 
-    def compute(original: bytes) -> tuple[bytes, str]:
-        """The new content and, for careful edits, the edited region to show."""
-        if options.careful_edits:  # Lab 8.9
-            careful = apply_careful_edits(original, edits, path)
-            return careful.updated, careful.snippet
-        try:
-            original.decode("utf-8")  # validate only: matching works on the bytes
-        except UnicodeDecodeError as error:
-            raise ChangeRefused(
-                f"Cannot edit {path}: it is not valid UTF-8 text ({error.reason}). Use write "
-                "to replace it, or bash for binary files."
-            ) from None
-        # UTF-8 is self-synchronising: an encoded old_text matches the encoded file exactly
-        # where the text matches the text, so no decode/encode round trip is needed.
-        updated = original
-        for index, edit in enumerate(edits):
-            updated = _replace_once(updated, edit, index, path)
-        return updated, ""
-
-    def prepare() -> tuple[bytes, bytes, str]:
-        """The file's content now, its content after the batch, and the snippet."""
-        with open(key, "rb") as file:
-            original = file.read()
+    def read_and_apply() -> _Change:
+        data = _read(key, path, signal, validate=not options.careful_edits)
         if options.ledger is not None:  # careful edits (8.9): read before edit
-            refusal = options.ledger.verify(key, path, original)
+            refusal = options.ledger.verify(key, path, bytes(data))
             if refusal is not None:
                 raise ChangeRefused(refusal)
-        return original, *compute(original)
+        original = bytes(data) if confirming else None
+        if options.careful_edits:  # Lab 8.9
+            careful = apply_careful_edits(bytes(data), edits, path)
+            return _Change(len(data), original, careful.updated, careful.snippet)
+        old_bytes = len(data)
+        for index, (old, new) in enumerate(encoded):
+            _replace_once(data, old, new, index, path)
+        return _Change(old_bytes, original, data, "")
 
-    async def apply() -> tuple[int, int, str]:
-        original, updated, snippet = await asyncio.to_thread(prepare)
-        if options.confirm is not None:  # the confirmation gate (8.8)
-            decision = await ask_before_change(options.confirm, "edit", path, original, updated)
+    def edit_now() -> _Change:
+        with directory_lock(os.path.dirname(key)):
+            change = read_and_apply()
+            _stop_if_aborted(signal, path)
+            write_atomic(key, change.updated)
+        return change
+
+    def commit_if_unchanged(change: _Change) -> None:
+        with directory_lock(os.path.dirname(key)):
+            if bytes(_read(key, path, signal, validate=False)) != change.original:
+                raise ChangeRefused(
+                    f"{path} changed on disk while the edit waited for confirmation; nothing "
+                    "was written. Read it again, then redo the edit."
+                )
+            write_atomic(key, change.updated)
+
+    async def apply() -> _Change:
+        if not confirming:
+            change = await asyncio.to_thread(edit_now)
+        else:  # the confirmation gate (8.8)
+            change = await asyncio.to_thread(read_and_apply)
+            assert options.confirm is not None and change.original is not None
+            updated = bytes(change.updated)
+            decision = await ask_before_change(
+                options.confirm, "edit", path, change.original, updated
+            )
             if decision == "declined":
                 raise ChangeRefused(f"The user declined the edit; {path} is unchanged.")
-        await asyncio.to_thread(write_atomic, key, updated)
+            await asyncio.to_thread(commit_if_unchanged, change)
         if options.ledger is not None:
-            options.ledger.record(key, updated)
-        return len(original), len(updated), snippet
+            options.ledger.record(key, bytes(change.updated))
+        return change
 
     try:
-        old_bytes, new_bytes, snippet = await DEFAULT_MUTATION_QUEUE.run(key, apply)
+        change = await DEFAULT_MUTATION_QUEUE.run(key, apply)
     except ChangeRefused as refusal:
         return ToolOutput.error(str(refusal))
     except OSError as error:
@@ -86,33 +133,73 @@ async def edit_file(options: CodingToolOptions, path: str, edits: list[Edit]) ->
     count = len(edits)
     summary = f"Applied {count} edit{'s' if count != 1 else ''} to {path}."
     return ToolOutput.of_text(
-        f"{summary}\n\n{snippet}" if snippet else summary,
-        EditDetails(absolute, old_bytes, new_bytes, count),
+        f"{summary}\n\n{change.snippet}" if change.snippet else summary,
+        EditDetails(absolute, change.old_bytes, len(change.updated), count),
     )
 
 
-def _replace_once(text: bytes, edit: Edit, index: int, path: str) -> bytes:
-    old, new = edit.old_text.encode("utf-8"), edit.new_text.encode("utf-8")
-    first = text.find(old)
+def _read(key: str, display: str, signal: AbortSignal | None, *, validate: bool) -> bytearray:
+    """The whole regular file, read in chunks; UTF-8 checked on the way when ``validate``."""
+    fd = open_existing(key, display)
+    with os.fdopen(fd, "rb", buffering=0) as file:
+        size = os.fstat(fd).st_size
+        data = bytearray(size)
+        decoder = codecs.getincrementaldecoder("utf-8")()
+        filled = 0
+        try:
+            with memoryview(data) as view:
+                while filled < size:
+                    _stop_if_aborted(signal, display)
+                    count = file.readinto(view[filled : filled + CHUNK_BYTES])
+                    if not count:
+                        break
+                    if validate:
+                        decoder.decode(view[filled : filled + count])
+                    filled += count
+            if validate:
+                decoder.decode(b"", final=True)
+        except UnicodeDecodeError as error:
+            raise ChangeRefused(
+                f"Cannot edit {display}: it is not valid UTF-8 text ({error.reason}). Use "
+                "write to replace it, or bash for binary files."
+            ) from None
+        if filled != size or file.read(1):
+            raise ChangeRefused(
+                f"{display} changed size while it was being read; nothing was written. "
+                "Try again once nothing else writes to it."
+            )
+    return data
+
+
+def _stop_if_aborted(signal: AbortSignal | None, display: str) -> None:
+    if signal is not None and signal.aborted:
+        raise ChangeRefused(f"The edit was aborted; {display} is unchanged.")
+
+
+def _replace_once(data: bytearray, old: bytes, new: bytes, index: int, path: str) -> None:
+    """Replace the one occurrence of ``old`` in ``data``, in place."""
+    # UTF-8 is self-synchronising: an encoded old_text matches the encoded file exactly
+    # where the text matches the text, so no decode/encode round trip is needed.
+    first = data.find(old)
     if first < 0:
         raise ChangeRefused(
             f"edits[{index}]: no match for old_text in {path}. Read the file again and copy "
             "the text exactly, including whitespace and line breaks. No edit was written."
         )
     # Overlapping occurrences count: "aa" occurs twice in "aaa".
-    matches = 1 + _count_from(text, old, first + 1)
+    matches = 1 + _count_from(data, old, first + 1)
     if matches > 1:
         raise ChangeRefused(
             f"edits[{index}]: old_text matches {matches} times in {path}; it must match exactly "
             "once. Include more surrounding lines to make it unique. No edit was written."
         )
-    return b"".join((text[:first], new, text[first + len(old) :]))
+    data[first : first + len(old)] = new
 
 
-def _count_from(text: bytes, needle: bytes, start: int) -> int:
+def _count_from(data: bytearray, needle: bytes, start: int) -> int:
     count = 0
-    position = text.find(needle, start)
+    position = data.find(needle, start)
     while position >= 0:
         count += 1
-        position = text.find(needle, position + 1)
+        position = data.find(needle, position + 1)
     return count

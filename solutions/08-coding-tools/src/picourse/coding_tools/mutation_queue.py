@@ -2,6 +2,13 @@
 
 Each key has a tail: the completion of the last operation queued for it. A new operation
 waits for that tail and becomes the new tail. Operations on other keys never wait.
+
+Cancellation never opens a lane early:
+- a caller cancelled while it waits hands over only once the operation ahead is done;
+- a caller cancelled while its operation runs gets ``CancelledError`` at once, but the
+  operation is shielded and keeps the lane until it really ends. An operation usually
+  waits for a worker thread, and a thread cannot be cancelled: releasing when the caller
+  gives up would let the next operation run while that thread still writes.
 """
 
 from __future__ import annotations
@@ -36,17 +43,29 @@ class MutationQueue:
             if tails.get(key) is mine:
                 del tails[key]
 
-        try:
-            if previous is not None:
+        if previous is not None:
+            try:
                 await asyncio.shield(previous)
-            return await operation()
-        finally:
-            # A caller cancelled while waiting must not let the next one overtake the
-            # operation still running ahead of it: hand over only once that one is done.
-            if previous is not None and not previous.done():
+            except BaseException:
+                # Cancelled while waiting: this operation never runs, but the next one
+                # must still wait for the one ahead of it.
                 previous.add_done_callback(release)
-            else:
-                release()
+                raise
+
+        async def whole() -> T:
+            return await operation()
+
+        running = asyncio.ensure_future(whole())
+        running.add_done_callback(_settle)
+        running.add_done_callback(release)
+        return await asyncio.shield(running)
+
+
+def _settle(task: asyncio.Future[object]) -> None:
+    """Retrieve the outcome of an operation whose caller may have stopped waiting, so
+    its exception is not reported as never retrieved."""
+    if not task.cancelled():
+        task.exception()
 
 
 def canonical_key(path: str) -> str:

@@ -1,0 +1,64 @@
+"""The reference write and edit under fault injection: benchmarks/faults.py, run small.
+
+Each scenario runs in its own process group, so whatever the tools leave running is
+ended with the group, also when the script hangs or fails.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+FAULTS = ROOT / "benchmarks" / "faults.py"
+
+pytestmark = pytest.mark.slow
+
+
+def faults(*arguments: str) -> dict[str, dict[str, int]]:
+    command = [sys.executable, str(FAULTS), "--json", *arguments]
+    child = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    try:
+        out, err = child.communicate(timeout=240)
+    finally:
+        # The group may hold workers even after the script itself has exited.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(child.pid, signal.SIGKILL)
+        child.wait()
+    assert out.strip(), f"faults.py printed no result: {err[-2000:]}"
+    counts: dict[str, dict[str, int]] = json.loads(out.strip().splitlines()[-1])
+    return counts
+
+
+def test_killed_writers_leave_a_whole_file_and_no_temp_after_the_next_write() -> None:
+    counts = faults("--only", "kills", "--kills", "15")["kills"]
+    assert (counts["kills"], counts["corrupt"], counts["leaked"]) == (15, 0, 0), (
+        "a SIGKILL during a write must leave one whole version, and the next write in the "
+        f"directory must remove the dead writer's temp file: {counts}"
+    )
+
+
+def test_no_edit_reported_applied_is_lost_across_processes_loops_and_cancels() -> None:
+    counts = faults("--only", "processes,loops,cancelled", "--edits", "100", "--trials", "10")
+    assert counts["processes"] == {"reported": 200, "lost": 0}, counts["processes"]
+    assert counts["loops"] == {"reported": 200, "lost": 0}, counts["loops"]
+    assert counts["cancelled"] == {"trials": 10, "lost": 0}, counts["cancelled"]
+
+
+def test_special_files_are_refused_at_once_and_left_alone() -> None:
+    counts = faults("--only", "special")["special"]
+    assert counts == {"calls": 8, "errors": 8, "hung": 0, "changed": 0}, counts
+
+
+def test_no_exception_escapes_write_or_edit() -> None:
+    counts = faults("--only", "fuzz", "--fuzz", "150")["fuzz"]
+    assert counts == {"examples": 300, "escaped": 0}, counts

@@ -37,7 +37,11 @@ def bash(workspace: Path, command: str, **options: Any) -> ToolOutput:
     tool = create_coding_tools(workspace, "unrestricted", **options).get("bash")
     assert tool is not None
     params = tool.schema.validate({"command": command})
-    return asyncio.run(tool.execute(params, ToolContext("scenario")))
+
+    async def call() -> ToolOutput:
+        return await tool.execute(params, ToolContext("scenario"))
+
+    return asyncio.run(call())
 
 
 def survivors(token: str) -> list[int]:
@@ -114,7 +118,7 @@ def main() -> None:
         # The path of every user who may not create a cgroup: the sweep alone.
         from picourse.coding_tools import command_scope
 
-        command_scope._new_cgroup = lambda marker: None  # type: ignore[assignment]
+        command_scope._new_cgroup = lambda marker: None
     with tempfile.TemporaryDirectory(prefix="bash-scenario-") as scratch:
         workspace = Path(scratch)
         if scenario == "daemons":

@@ -213,7 +213,7 @@ class _BashProtocol(asyncio.SubprocessProtocol):
         self.budget = budget
         self.exited: asyncio.Future[None] = loop.create_future()
         self.pipes_closed: asyncio.Future[None] = loop.create_future()
-        self.received = False
+        self.received = 0  # bytes, kept or not
         self._open_pipes = {1, 2}
         self._loop = loop
         self._pipes: dict[int, asyncio.ReadTransport] = {}
@@ -233,9 +233,9 @@ class _BashProtocol(asyncio.SubprocessProtocol):
                         fcntl.fcntl(_fileno(pipe), fcntl.F_SETPIPE_SZ, _PIPE_BYTES)
 
     def pipe_data_received(self, fd: int, data: bytes) -> None:
-        self.received = True
+        self.received += len(data)
         self.budget.add(data)
-        if self.budget.overflowed and fd not in self._discards and fd in self._pipes:
+        if self.received > self.budget.limit and fd not in self._discards and fd in self._pipes:
             # Nothing more will be kept: stop copying the rest into Python objects.
             self._discards[fd] = _Discard.start(self._loop, self._pipes[fd])
 

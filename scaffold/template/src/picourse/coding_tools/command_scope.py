@@ -72,6 +72,16 @@ class CommandScope:
         for pid in self._members():
             _send(pid, signals.SIGTERM)
 
+    def wait_until_gone(self, timeout: float) -> bool:
+        """Give every process of the call up to ``timeout`` seconds to exit (after
+        ``terminate``); True if none is left."""
+        deadline = time.monotonic() + timeout
+        while self._members():
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.005)
+        return True
+
     def sweep(self) -> None:
         """SIGKILL everything of the call until two passes in a row find nothing; then
         release the cgroup. Never raises; gives up after a few seconds."""
@@ -109,7 +119,7 @@ class CommandScope:
         found = set()
         for process in psutil.process_iter(["create_time"]):
             with contextlib.suppress(psutil.Error):
-                if process.info["create_time"] >= self.started - 1 and (
+                if process.info["create_time"] >= self.started - 2 and (
                     process.environ().get(RUN_MARKER) == self.marker
                 ):
                     found |= {process.pid, *(c.pid for c in process.children(recursive=True))}

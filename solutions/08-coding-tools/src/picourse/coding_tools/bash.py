@@ -154,7 +154,7 @@ async def run_bash(
         remove_listener()
         if reason != "exit":
             await asyncio.to_thread(scope.terminate)
-            await asyncio.wait({protocol.exited}, timeout=KILL_GRACE_SECONDS)
+            await asyncio.to_thread(scope.wait_until_gone, KILL_GRACE_SECONDS)
         await asyncio.to_thread(scope.sweep)
         swept = True
         await protocol.exited

@@ -47,7 +47,7 @@ FAMILY = """
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
         with open("grandchild.pid", "w") as f:
             f.write(f"{os.getpid()}\\n")
-        while True:
+        for _ in range(120):  # a leftover still ends by itself, in 2 minutes
             time.sleep(1)
     args = [sys.executable, sys.argv[0], "--grandchild", *sys.argv[1:]]
     grandchild = subprocess.Popen(args)
@@ -55,7 +55,7 @@ FAMILY = """
         time.sleep(0.01)
     with open("family.pid", "w") as f:
         f.write(f"{os.getpid()} {grandchild.pid}\\n")
-    while True:
+    for _ in range(120):  # a leftover still ends by itself, in 2 minutes
         time.sleep(1)
 """
 
@@ -90,7 +90,7 @@ TERM_RECORDERS = """
             time.sleep(0.01)
         with open("family.pid", "w") as f:
             f.write(f"{os.getpid()} {grandchild.pid}\\n")
-    while True:
+    for _ in range(2400):  # a leftover still ends by itself, in 2 minutes
         time.sleep(0.05)
 """
 
@@ -359,7 +359,7 @@ def test_a_background_process_does_not_outlive_a_successful_command(workspace: P
         import os, time
         with open("lingering.pid", "w") as f:
             f.write(f"{os.getpid()}\\n")
-        while True:
+        for _ in range(120):  # a leftover still ends by itself, in 2 minutes
             time.sleep(1)
     """,
     )
@@ -430,10 +430,11 @@ def test_a_command_that_never_stops_printing_still_ends_at_its_timeout(
         workspace,
         "endless.py",
         """
-        import os, sys
+        import os, sys, time
         with open("endless.pid", "w") as f:
             f.write(f"{os.getpid()}\\n")
-        while True:
+        end = time.monotonic() + 120  # a leftover still ends by itself
+        while time.monotonic() < end:
             sys.stdout.write("o" * 65536)
             sys.stderr.write("e" * 65536)
     """,
@@ -598,7 +599,7 @@ def test_a_descendant_that_escaped_with_setsid_is_cleaned_up(workspace: Path) ->
             os.setsid()  # a new session: no longer in the tool's process group
             with open("escapee.pid", "w") as f:
                 f.write(f"{os.getpid()}\\n")
-            while True:
+            for _ in range(120):  # a leftover still ends by itself, in 2 minutes
                 time.sleep(1)
         while not os.path.exists("escapee.pid"):
             time.sleep(0.01)

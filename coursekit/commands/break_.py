@@ -18,6 +18,7 @@ from coursekit.commands._common import (
 )
 from coursekit.layout import solution_root
 from coursekit.practice_dir import PracticeDirError
+from coursekit.reaping import lab_reaping
 from coursekit.runner import run_lab_tests
 
 
@@ -61,14 +62,21 @@ def run(args: argparse.Namespace) -> int:
             f"Break your own code instead and run: {practice} check {stage.id} --expect-red"
         )
     console.print(f"Breaking the reference solution: {mutant.description}")
+    reaping = lab_reaping(directory.lab)
+    before = reaping.snapshot()
     with tempfile.TemporaryDirectory(prefix="break-") as scratch:
-        copy = assemble_practice_dir(
-            directory.lab,
-            Path(scratch) / "mutant",
-            solved_stages=[s.id for s in directory.lab.stages],
-            mutant=mutant,
-        )
-        outcomes = run_lab_tests(copy, stage.marker).outcomes
+        try:
+            copy = assemble_practice_dir(
+                directory.lab,
+                Path(scratch) / "mutant",
+                solved_stages=[s.id for s in directory.lab.stages],
+                mutant=mutant,
+            )
+            outcomes = run_lab_tests(copy, stage.marker).outcomes
+        finally:
+            # A mutant may leave processes running on purpose (kill-only-the-shell): the
+            # tests' own fixture reaps after each test; this catches what a crash left.
+            reaping.reap(before, Path(scratch))
     caught = [o for o in outcomes if not o.passed]
     if not caught:
         console.print(

@@ -7,6 +7,7 @@ from collections.abc import Generator
 from pathlib import Path
 
 import pytest
+from reaping import reap, snapshot
 
 STAGES = {
     "lab8_1": "Lab 8.1 read: bounded line windows",
@@ -27,6 +28,16 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "challenge: proves more than the chapter asks; optional, scored as a bonus"
     )
+
+
+@pytest.fixture(autouse=True)
+def reap_processes_left_behind(request: pytest.FixtureRequest) -> Generator[None, None, None]:
+    """After each test, end every process it started (children, escapees that still work in
+    its directory, their process groups), even when the code under test failed to: one
+    test's leftovers must not disturb the next test, or the machine."""
+    before = snapshot()
+    yield
+    reap(before, request.node.funcargs.get("tmp_path"))
 
 
 @pytest.fixture

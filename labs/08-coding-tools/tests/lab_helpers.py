@@ -16,9 +16,60 @@ from picourse.tool import ToolContext, ToolOutput, ToolRegistry
 T = TypeVar("T")
 
 
-def run(coroutine: Coroutine[Any, Any, T], timeout: float = 20) -> T:
-    """Run a coroutine with a deadline, so a hang fails instead of freezing the suite."""
-    return asyncio.run(asyncio.wait_for(coroutine, timeout))
+# Well below pytest-timeout (60 s, in pyproject.toml): a hang fails with a message that
+# names its likely cause, and the run goes on with the next test.
+DEADLINE_SECONDS = 15.0
+_CANCEL_GRACE_SECONDS = 2.0
+LIKELY_HANG = {
+    "bash": (
+        "bash: the call waits for the pipes to close, and a background child of the command "
+        "holds them open (asyncio's Process.wait() and communicate() wait for the pipes too). "
+        "Wait for the shell's own exit (SubprocessProtocol.process_exited), then end the "
+        "process group and stop reading after a short drain."
+    ),
+}
+_GENERIC_HANG = (
+    "something waits forever: a lock, queue lane or future that is never released or "
+    "resolved, or a blocking call on the event loop"
+)
+_tools_called: list[str] = []
+
+
+def run(coroutine: Coroutine[Any, Any, T], timeout: float = DEADLINE_SECONDS) -> T:
+    """Run a coroutine with a deadline, so a hang fails with an explanation instead of
+    freezing the suite. Code that ignores cancellation is abandoned, not waited for."""
+    _tools_called.clear()
+    loop = asyncio.new_event_loop()
+    task = loop.create_task(coroutine)
+    try:
+        loop.run_until_complete(asyncio.wait({task}, timeout=timeout))
+        if task.done():
+            return task.result()
+        task.cancel()
+        loop.run_until_complete(asyncio.wait({task}, timeout=_CANCEL_GRACE_SECONDS))
+        causes = [LIKELY_HANG[name] for name in dict.fromkeys(_tools_called) if name in LIKELY_HANG]
+        raise AssertionError(
+            f"the call did not finish within {timeout:g} s. Likely cause: "
+            + (" ".join(causes) or _GENERIC_HANG)
+        )
+    finally:
+        _close(loop)
+
+
+def _close(loop: asyncio.AbstractEventLoop) -> None:
+    """Cancel what is left and close the loop, giving each step a bounded time: unlike
+    asyncio.run, never wait forever for a task or a worker thread that does not stop."""
+    try:
+        pending = asyncio.all_tasks(loop)
+        for task in pending:
+            task.cancel()
+        if pending:
+            loop.run_until_complete(asyncio.wait(pending, timeout=_CANCEL_GRACE_SECONDS))
+        loop.run_until_complete(asyncio.wait_for(loop.shutdown_asyncgens(), _CANCEL_GRACE_SECONDS))
+    except (Exception, asyncio.CancelledError):  # noqa: BLE001 - the test's own outcome matters
+        pass
+    finally:
+        loop.close()
 
 
 async def call(
@@ -28,6 +79,7 @@ async def call(
     NotImplementedError from an unfinished stage shows as itself."""
     tool = tools.get(name)
     assert tool is not None, f"create_coding_tools must register a tool named {name!r}"
+    _tools_called.append(name)
     params = tool.schema.validate(arguments)
     output = await tool.execute(params, ToolContext(f"call-{name}", signal, None))
     assert isinstance(output, ToolOutput), f"the {name} tool must return a ToolOutput"

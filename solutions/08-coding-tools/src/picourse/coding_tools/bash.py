@@ -1,31 +1,31 @@
 """Lab 8.5 (reference): run a command to exactly one bounded end.
 
-bash runs in a new session, so it leads its own process group. The call ends in one of:
-success, non-zero exit, timeout, abort, or not started at all. On timeout and abort the
-group gets SIGTERM, a short grace, then SIGKILL; on every ending, whatever is left of the
-group and any descendant that escaped it with setsid (found by a marker in its
-environment) is killed before the call returns. Timer and abort listener are removed on
-every path.
+bash runs in a new session, so it has no controlling terminal and leads its own process
+group; stdin is /dev/null. The call ends in one of: success, non-zero exit, timeout,
+abort, or not started at all. On timeout and abort the group gets SIGTERM, a short grace,
+then SIGKILL; on every ending, whatever is left of the command (the group, and anything
+that escaped it: see ``command_scope``) is killed before the call returns. That sweep
+runs in a thread, off the event loop. Timer and abort listener are removed on every path.
+Every input gives a result, never an exception; the whole text, status included, fits
+in the output budget.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import fcntl
 import os
 import re
-import secrets
 import select
-import signal as signals
 import subprocess
 import threading
 import time
 from typing import Any
 
-import psutil
-
 from picourse.abort import AbortSignal
+from picourse.coding_tools.command_scope import CommandScope
 from picourse.coding_tools.confirm import ask_before_command
 from picourse.coding_tools.details import BashDetails
 from picourse.coding_tools.options import CodingToolOptions
@@ -37,7 +37,8 @@ KILL_GRACE_SECONDS = 1.0
 # After the group is killed, an escaped process that hid from the sweep could still hold
 # a pipe open; stop reading after this long instead of waiting forever.
 DRAIN_AFTER_KILL_SECONDS = 2.0
-RUN_MARKER = "PICOURSE_BASH_RUN"
+# Linux passes at most 32 pages (131072 bytes, its NUL included) in one argument.
+MAX_COMMAND_BYTES = 131071
 _PIPE_BYTES = 1 << 20
 
 # A word that starts with /, ~/ or ../ at the start or after whitespace or ;&|<>().
@@ -48,6 +49,33 @@ def find_guardrail_violation(command: str) -> str | None:
     """The first word that names a path outside the workspace, if any."""
     match = _OUTSIDE_WORD.search(command)
     return match.group(1) if match else None
+
+
+def _unrunnable(command: str) -> str | None:
+    """Why bash could never receive this command, as advice; None when it can."""
+    if "\0" in command:
+        return (
+            "Command refused: it contains a NUL character (\\0), which no program can receive "
+            "in its arguments. Remove it; to produce one, use printf '\\0'."
+        )
+    try:
+        size = len(command.encode("utf-8"))
+    except UnicodeEncodeError as error:
+        return (
+            f"Command refused: it is not valid text (a lone surrogate at index {error.start}). "
+            "Send the command as plain UTF-8 text."
+        )
+    if size > MAX_COMMAND_BYTES:
+        return _too_long(size)
+    return None
+
+
+def _too_long(size: int) -> str:
+    return (
+        f"Command refused: it is {size} bytes, more than the system passes to a program "
+        f"({MAX_COMMAND_BYTES} bytes in one argument). Write the script to a file in the "
+        "workspace (with the write tool) and run it: bash script.sh"
+    )
 
 
 async def run_bash(
@@ -61,44 +89,48 @@ async def run_bash(
     ) -> BashDetails:
         return BashDetails(command, exit_code, timed_out, aborted, truncated)
 
+    def refused(message: str, **ending: bool) -> ToolOutput:
+        return ToolOutput.error(message, details(**ending))
+
+    problem = _unrunnable(command)
+    if problem is not None:
+        return refused(problem)
     if options.containment == "workspace":
         word = find_guardrail_violation(command)
         if word is not None:
-            return ToolOutput.error(
+            return refused(
                 f"Command refused by the workspace guardrail: {word!r} names a path outside "
                 "the workspace (absolute, ~/ or ../). Use paths relative to the workspace. "
-                "The command was not run.",
-                details(),
+                "The command was not run."
             )
     if signal is not None and signal.aborted:
-        return ToolOutput.error("Command not started: the run was aborted.", details(aborted=True))
+        return refused("Command not started: the run was aborted.", aborted=True)
     if options.confirm is not None and not await ask_before_command(options.confirm, command):
-        return ToolOutput.error("The user declined to run this command; it was not run.", details())
+        return refused("The user declined to run this command; it was not run.")
 
     loop = asyncio.get_running_loop()
     budget = OutputBudget(options.max_bash_output_bytes)
-    marker = secrets.token_hex(8)
-    started = time.time()
+    scope = CommandScope()
     try:
         transport, protocol = await loop.subprocess_exec(
             lambda: _BashProtocol(budget, loop),
-            "bash",
-            "-c",
-            command,
+            *scope.argv(command),
             cwd=options.cwd,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
-            env={**os.environ, RUN_MARKER: marker},
+            env=scope.env(),
         )
-    except OSError as error:
-        return ToolOutput.error(
-            f"Could not start bash in {options.cwd}: {error.strerror or error}. Check that the "
-            "workspace directory exists and bash is installed.",
-            details(),
+    except (OSError, ValueError) as error:
+        await asyncio.to_thread(scope.sweep)  # releases the cgroup
+        if getattr(error, "errno", None) == errno.E2BIG:
+            return refused(_too_long(len(command.encode())))
+        return refused(
+            f"Could not start bash in {options.cwd}: {getattr(error, 'strerror', None) or error}. "
+            "Check that the workspace directory exists and bash is installed."
         )
-    run = _Run(transport.get_pid(), marker, started)
+    scope.attach(transport.get_pid())
     ending: asyncio.Future[str] = loop.create_future()
 
     def end_with(reason: str) -> None:
@@ -112,18 +144,26 @@ async def run_bash(
         if signal is not None
         else _nothing
     )
+    swept = False
     try:
         first: set[asyncio.Future[Any]] = {protocol.exited, ending}
         await asyncio.wait(first, return_when=asyncio.FIRST_COMPLETED)
         # Exactly one ending: if the shell exited first, a late timer or abort is moot.
         reason = "exit" if protocol.exited.done() else ending.result()
-        await run.end(protocol.exited, graceful=reason != "exit")
+        timer.cancel()
+        remove_listener()
+        if reason != "exit":
+            await asyncio.to_thread(scope.terminate)
+            await asyncio.to_thread(scope.wait_until_gone, KILL_GRACE_SECONDS)
+        await asyncio.to_thread(scope.sweep)
+        swept = True
+        await protocol.exited
         await asyncio.wait({protocol.pipes_closed}, timeout=DRAIN_AFTER_KILL_SECONDS)
     finally:
         timer.cancel()
         remove_listener()
-        if not protocol.exited.done():
-            run.kill_everything()  # cancelled from outside: no grace
+        if not swept:  # cancelled from outside: no grace, and finish even if cancelled again
+            await asyncio.shield(asyncio.to_thread(scope.sweep))
         protocol.stop_discarding()
         transport.close()
 
@@ -133,11 +173,20 @@ async def run_bash(
     outcome = _outcome(exit_code, code, timed_out, aborted, options.bash_timeout_ms)
     succeeded = exit_code == 0 and not timed_out and not aborted
     prefix = "" if succeeded else f"[{outcome}]\n"
-    output, truncated = budget.render(reserve=len(prefix.encode()))
-    body = prefix + output if output else f"(no output, {outcome})"
+    if protocol.received:
+        output, truncated = budget.render(reserve=len(prefix.encode()))
+        body = _fit(prefix + output, options.max_bash_output_bytes)
+        truncated = truncated or not body.endswith(output)
+    else:
+        body, truncated = _fit(f"(no output, {outcome})", options.max_bash_output_bytes), False
     return ToolOutput(
         [text(body)], details(exit_code, timed_out, aborted, truncated), is_error=not succeeded
     )
+
+
+def _fit(status: str, limit: int) -> str:
+    """The status text counts against the budget too: cut it at a character boundary."""
+    return status.encode("utf-8")[: max(limit, 0)].decode("utf-8", errors="ignore")
 
 
 def _outcome(
@@ -164,6 +213,7 @@ class _BashProtocol(asyncio.SubprocessProtocol):
         self.budget = budget
         self.exited: asyncio.Future[None] = loop.create_future()
         self.pipes_closed: asyncio.Future[None] = loop.create_future()
+        self.received = 0  # bytes, kept or not
         self._open_pipes = {1, 2}
         self._loop = loop
         self._pipes: dict[int, asyncio.ReadTransport] = {}
@@ -174,16 +224,18 @@ class _BashProtocol(asyncio.SubprocessProtocol):
             return
         for fd in (1, 2):
             pipe = transport.get_pipe_transport(fd)
-            if isinstance(pipe, asyncio.ReadTransport):
+            # A fast command may have closed a pipe before this runs: leave that one be.
+            if isinstance(pipe, asyncio.ReadTransport) and not pipe.is_closing():
                 self._pipes[fd] = pipe
                 # Bigger pipes (Linux): fewer, larger reads per wake-up for chatty commands.
                 if hasattr(fcntl, "F_SETPIPE_SZ"):
-                    with contextlib.suppress(OSError):
+                    with contextlib.suppress(OSError, ValueError):
                         fcntl.fcntl(_fileno(pipe), fcntl.F_SETPIPE_SZ, _PIPE_BYTES)
 
     def pipe_data_received(self, fd: int, data: bytes) -> None:
+        self.received += len(data)
         self.budget.add(data)
-        if self.budget.overflowed and fd not in self._discards and fd in self._pipes:
+        if self.received > self.budget.limit and fd not in self._discards and fd in self._pipes:
             # Nothing more will be kept: stop copying the rest into Python objects.
             self._discards[fd] = _Discard.start(self._loop, self._pipes[fd])
 
@@ -269,82 +321,6 @@ _LET_PIPE_FILL_SECONDS = 0.0001
 
 def _fileno(pipe: asyncio.BaseTransport) -> int:
     return int(pipe.get_extra_info("pipe").fileno())
-
-
-class _Run:
-    """One started command: its process group and the marker its descendants inherit."""
-
-    def __init__(self, pid: int, marker: str, started: float) -> None:
-        self.group = pid  # start_new_session: bash leads its own group
-        self.marker = marker
-        self.started = started
-
-    async def end(self, exited: asyncio.Future[None], *, graceful: bool) -> None:
-        """Stop the command; return once the shell is reaped and everything else is gone."""
-        if graceful:
-            self._signal_group(signals.SIGTERM)
-            await asyncio.wait({exited}, timeout=KILL_GRACE_SECONDS)
-        for _ in range(_SWEEPS):
-            victims = self.kill_everything()
-            await exited
-            await _until_gone(victims)
-            if not victims:
-                break
-
-    def kill_everything(self) -> list[psutil.Process]:
-        """SIGKILL the group and every marked process; idempotent. Returns what was hit."""
-        victims = self._marked()
-        self._signal_group(signals.SIGKILL)
-        for process in victims:
-            with contextlib.suppress(psutil.Error):
-                process.kill()
-        return victims
-
-    def _signal_group(self, signum: int) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.group, signum)
-
-    def _marked(self) -> list[psutil.Process]:
-        """Live processes started during this run that carry its marker. A descendant that
-        left the group with setsid still inherited the marker."""
-        found = []
-        me = os.getpid()
-        for process in psutil.process_iter(["create_time", "status"]):
-            try:
-                if (
-                    process.pid == me
-                    or process.info["status"] == psutil.STATUS_ZOMBIE
-                    or process.info["create_time"] < self.started - 1
-                ):
-                    continue
-                if process.environ().get(RUN_MARKER) == self.marker:
-                    found.append(process)
-            except psutil.Error:
-                continue
-        return found
-
-
-# A process may fork while it is being killed; sweep again until a sweep finds nothing.
-_SWEEPS = 5
-_GONE_TIMEOUT_SECONDS = 5.0
-
-
-async def _until_gone(processes: list[psutil.Process]) -> None:
-    """Wait until each process is gone or a zombie (SIGKILL cannot be ignored, but its
-    delivery is not instant)."""
-    deadline = time.monotonic() + _GONE_TIMEOUT_SECONDS
-    pending = list(processes)
-    while pending and time.monotonic() < deadline:
-        pending = [p for p in pending if _alive(p)]
-        if pending:
-            await asyncio.sleep(0.005)
-
-
-def _alive(process: psutil.Process) -> bool:
-    try:
-        return process.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
 
 
 def _nothing() -> None:

@@ -1,0 +1,134 @@
+"""Fault scenarios for the reference bash tool, run in a process of their own (the solved
+practice directory's ``src`` on PYTHONPATH). Each prints one JSON object.
+
+    python bash_scenarios.py daemons N TOKEN   # N quick double-fork daemons
+    python bash_scenarios.py hopper TOKEN      # a process that changes its pid every 2 ms
+    python bash_scenarios.py fuzz              # hypothesis: every command gives a result
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shlex
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from picourse.coding_tools import create_coding_tools
+from picourse.tool import ToolContext, ToolOutput
+
+HOPPER = """
+import os, sys, time
+open("hopping", "w").close()
+while True:
+    time.sleep(0.002)
+    if os.fork():
+        os._exit(0)
+    os.setsid()  # out of the group too: only the sweep can find it
+"""
+
+
+def bash(workspace: Path, command: str, **options: Any) -> ToolOutput:
+    tool = create_coding_tools(workspace, "unrestricted", **options).get("bash")
+    assert tool is not None
+    params = tool.schema.validate({"command": command})
+
+    async def call() -> ToolOutput:
+        return await tool.execute(params, ToolContext("scenario"))
+
+    return asyncio.run(call())
+
+
+def survivors(token: str) -> list[int]:
+    found = []
+    me = psutil.Process()
+    observers = {me.pid, *(p.pid for p in me.parents())}
+    for process in psutil.process_iter(["cmdline", "status"]):
+        if process.pid in observers:
+            continue
+        cmdline = process.info["cmdline"] or []
+        if process.info["status"] != psutil.STATUS_ZOMBIE and any(token in a for a in cmdline):
+            found.append(process.pid)
+    return found
+
+
+def daemons(workspace: Path, count: int, token: str) -> dict[str, Any]:
+    # Each subshell starts a sleep in a session of its own and exits at once: the sleeps are
+    # orphans, outside the group, some still starting while the shell is already gone.
+    command = f"for i in $(seq {count}); do (setsid sleep 4321.{token} &); done"
+    out = bash(workspace, command)
+    return {"exit_code": out.details.exit_code, "survivors": survivors(token)}
+
+
+def hopper(workspace: Path, token: str) -> dict[str, Any]:
+    (workspace / "hopper.py").write_text(HOPPER)
+    command = (
+        f"{shlex.quote(sys.executable)} hopper.py {token} & "
+        "while [ ! -e hopping ]; do sleep 0.01; done; sleep 0.2"
+    )
+    out = bash(workspace, command)
+    return {
+        "exit_code": out.details.exit_code,
+        "hopped": (workspace / "hopping").exists(),
+        "survivors": survivors(token),
+    }
+
+
+def fuzz(workspace: Path) -> dict[str, Any]:
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    hazards = st.sampled_from(["\0", "\ud800", "\udfff", "x" * 131_072, "é" * 70_000])
+    hazardous = st.builds(lambda a, h, b: a + h + b, st.text(max_size=20), hazards, st.text())
+    checked = {"hazards": 0, "printed": 0}
+
+    @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(hazardous)
+    def refused(command: str) -> None:
+        out = bash(workspace, command)
+        assert isinstance(out, ToolOutput) and out.is_error, command[:80]
+        assert out.details.exit_code is None
+        checked["hazards"] += 1
+
+    # Arbitrary text, printed (so nothing in it runs) with a small budget.
+    @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(
+        st.text(alphabet=st.characters(exclude_categories=["Cs"], exclude_characters="\0")),
+        st.integers(min_value=1, max_value=64),
+    )
+    def printed(value: str, budget: int) -> None:
+        out = bash(workspace, f"printf %s {shlex.quote(value)}", max_bash_output_bytes=budget)
+        rendered = "".join(part.text for part in out.content)
+        assert len(rendered.encode()) <= budget, (budget, rendered)
+        checked["printed"] += 1
+
+    refused()
+    printed()
+    return checked
+
+
+def main() -> None:
+    scenario, *args = sys.argv[1:]
+    if os.environ.get("BASH_SCENARIO_NO_CGROUP"):
+        # The path of every user who may not create a cgroup: the sweep alone.
+        from picourse.coding_tools import command_scope
+
+        command_scope._new_cgroup = lambda marker: None
+    with tempfile.TemporaryDirectory(prefix="bash-scenario-") as scratch:
+        workspace = Path(scratch)
+        if scenario == "daemons":
+            result = daemons(workspace, int(args[0]), args[1])
+        elif scenario == "hopper":
+            result = hopper(workspace, args[0])
+        else:
+            result = fuzz(workspace)
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,72 @@
+"""Fault scenarios of the reference bash tool (issue: cleanup at any scale, no exception
+for any input). Each runs in a process of its own against a solved practice directory, so
+that its subreaper setting and its processes stay out of this test process."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from coursekit import assemble_practice_dir, load_lab
+
+SCENARIOS = Path(__file__).with_name("bash_scenarios.py")
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def solved_src(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    lab = load_lab("08")
+    directory = tmp_path_factory.mktemp("bash-faults") / "solved"
+    assemble_practice_dir(lab, directory, solved_stages=[s.id for s in lab.stages])
+    return directory / "src"
+
+
+def scenario(src: Path, *args: str, cgroup: bool = True) -> dict[str, Any]:
+    env = {**os.environ, "PYTHONPATH": str(src)}
+    if not cgroup:
+        env["BASH_SCENARIO_NO_CGROUP"] = "1"
+    completed = subprocess.run(
+        [sys.executable, str(SCENARIOS), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    assert "Exception in callback" not in completed.stderr, completed.stderr
+    result: dict[str, Any] = json.loads(completed.stdout.splitlines()[-1])
+    return result
+
+
+# Where the kernel lets this user create a cgroup, the tool uses it; the sweep alone (the
+# path every other user takes) is proven too.
+@pytest.mark.parametrize("cgroup", [True, False], ids=["cgroup-if-allowed", "sweep-only"])
+def test_quick_double_fork_daemons_leave_no_survivor(solved_src: Path, cgroup: bool) -> None:
+    token = str(secrets.randbelow(10**8))
+    result = scenario(solved_src, "daemons", "170", token, cgroup=cgroup)
+    assert result["exit_code"] == 0
+    assert result["survivors"] == [], f"{len(result['survivors'])} of 170 daemons survived"
+
+
+@pytest.mark.parametrize("cgroup", [True, False], ids=["cgroup-if-allowed", "sweep-only"])
+def test_a_process_that_changes_its_pid_every_2ms_does_not_survive(
+    solved_src: Path, cgroup: bool
+) -> None:
+    token = str(secrets.randbelow(10**8))
+    result = scenario(solved_src, "hopper", token, cgroup=cgroup)
+    assert result["hopped"], "the hopper never started"
+    assert result["survivors"] == [], f"the pid hopper survived as {result['survivors']}"
+
+
+def test_every_command_gives_a_result_never_an_exception(solved_src: Path) -> None:
+    result = scenario(solved_src, "fuzz")
+    assert result["hazards"] >= 30 and result["printed"] >= 20, result

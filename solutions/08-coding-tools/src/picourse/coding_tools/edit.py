@@ -15,6 +15,7 @@ from picourse.coding_tools.careful_edit import apply_careful_edits
 from picourse.coding_tools.confirm import ask_before_change
 from picourse.coding_tools.details import Edit, EditDetails
 from picourse.coding_tools.errors import ChangeRefused, PathError, describe_os_error
+from picourse.coding_tools.files import open_regular_file
 from picourse.coding_tools.mutation_queue import DEFAULT_MUTATION_QUEUE, canonical_key
 from picourse.coding_tools.options import CodingToolOptions
 from picourse.coding_tools.paths import resolve_path
@@ -58,7 +59,7 @@ async def edit_file(options: CodingToolOptions, path: str, edits: list[Edit]) ->
 
     def prepare() -> tuple[bytes, bytes, str]:
         """The file's content now, its content after the batch, and the snippet."""
-        with open(key, "rb") as file:
+        with open_regular_file(key) as file:
             original = file.read()
         if options.ledger is not None:  # careful edits (8.9): read before edit
             refusal = options.ledger.verify(key, path, original)

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from picourse.coding_tools.details import ReadDetails
 from picourse.coding_tools.errors import PathError, describe_os_error
+from picourse.coding_tools.files import open_regular_file
 from picourse.coding_tools.options import CodingToolOptions
 from picourse.coding_tools.paths import resolve_path
 from picourse.tool import ToolOutput
@@ -69,7 +70,7 @@ def _cost(number: int, line: bytes | bytearray, first: bool) -> int:
 
 
 def _scan(path: str, offset: int, max_lines: int, max_bytes: int) -> _Scan:
-    with open(path, "rb") as file:
+    with open_regular_file(path) as file:
         identity = _identity(os.fstat(file.fileno()))
         chunk = file.read(_BINARY_SNIFF_BYTES)
         if b"\0" in chunk:

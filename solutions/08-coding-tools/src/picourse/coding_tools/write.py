@@ -18,6 +18,7 @@ import stat
 from picourse.coding_tools.confirm import ask_before_change
 from picourse.coding_tools.details import WriteDetails
 from picourse.coding_tools.errors import ChangeRefused, PathError, describe_os_error
+from picourse.coding_tools.files import open_regular_file
 from picourse.coding_tools.mutation_queue import DEFAULT_MUTATION_QUEUE, canonical_key
 from picourse.coding_tools.options import CodingToolOptions
 from picourse.coding_tools.paths import resolve_path
@@ -71,7 +72,7 @@ async def write_file(options: CodingToolOptions, path: str, content: str) -> Too
 def _current(key: str) -> bytes | None:
     """The file's bytes, or None when there is no file yet."""
     try:
-        with open(key, "rb") as file:
+        with open_regular_file(key) as file:
             return file.read()
     except FileNotFoundError:
         return None

@@ -6,13 +6,20 @@ content) and the protocol (one result per call, in order, with its id and name).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import os
+import stat
+from collections.abc import Coroutine
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from lab_helpers import run
-from picourse.agent_loop import AgentEvent
-from picourse.coding_tools import run_coding_agent
+from picourse.abort import AbortController
+from picourse.agent_loop import AgentEvent, AgentRun
+from picourse.coding_tools import build_system_prompt, create_coding_tools, run_coding_agent
 from picourse.messages import (
     AssistantMessage,
     ToolCall,
@@ -22,6 +29,7 @@ from picourse.messages import (
     user_message,
 )
 from picourse.scripted_model import ScriptedModel
+from picourse.tool import Tool, ToolOutput, ToolRegistry, object_schema, string
 
 pytestmark = pytest.mark.lab8_6
 
@@ -97,7 +105,14 @@ def test_the_model_is_asked_once_per_turn_and_sees_the_tools_and_results(
     assert first.system_prompt and str(project) in first.system_prompt, (
         "the system prompt must name the workspace"
     )
-    assert all(name in first.system_prompt for name in ("read", "write", "edit", "bash"))
+    for tool in first.tools:
+        assert tool["description"] in first.system_prompt, (
+            f"the system prompt must list each tool with its description; {tool['name']!r}'s "
+            "is missing"
+        )
+    assert first.messages == [user_message(TASK)], (
+        "the context holds the task as its only message; the prompt goes in system_prompt"
+    )
     second = model.requests[1].messages
     assert isinstance(second[-1], ToolResultMessage) and "print('hello')" in second[-1].text, (
         "the second request must carry the read result (the model sees what it asked for)"
@@ -132,3 +147,119 @@ def test_workspace_containment_is_the_default(project: Path, outside: Path) -> N
         "run_coding_agent must default to containment='workspace'"
     )
     assert "TOP SECRET" not in refusal.text
+
+
+def test_the_system_prompt_describes_the_registry_it_is_given(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def search(params: Any, ctx: Any) -> ToolOutput:
+        return ToolOutput.of_text("")
+
+    extra = Tool(
+        "grep",
+        "Search the files of the workspace for a regular expression.",
+        object_schema({"pattern": string("What to look for.")}),
+        search,
+    )
+    registry = ToolRegistry([*create_coding_tools(workspace).list(), extra])
+    monkeypatch.chdir(workspace.parent)
+    prompt = build_system_prompt(workspace.name, registry)
+    assert str(workspace) in prompt, (
+        "the system prompt names the workspace by its absolute path, also when cwd is relative"
+    )
+    for tool in registry.list():
+        assert tool.name in prompt and tool.description in prompt, (
+            f"the system prompt lists every tool of the registry it is given, with its "
+            f"description: {tool.name!r} is missing"
+        )
+
+
+def test_the_abort_signal_reaches_the_loop(project: Path) -> None:
+    aborted = AbortController()
+    aborted.abort()
+    model = ScriptedModel(script())
+    result = run(run_coding_agent(model, str(project), TASK, signal=aborted.signal))
+    assert result.reason == "aborted" and model.requests == [], (
+        "an aborted signal must reach run_agent_loop: pass signal through"
+    )
+
+    controller = AbortController()
+
+    def abort_after_first_turn(event: AgentEvent) -> None:
+        if event.type == "turn_end":
+            controller.abort()
+
+    model = ScriptedModel(script())
+    result = run(
+        run_coding_agent(
+            model, str(project), TASK, signal=controller.signal, on_event=abort_after_first_turn
+        )
+    )
+    assert result.reason == "aborted" and len(model.requests) == 1, (
+        "an abort during the run ends it before the next turn"
+    )
+    assert (project / "greet.py").read_text() == "print('hello')\n", "the edit never ran"
+
+
+def test_containment_is_passed_through(project: Path, outside: Path) -> None:
+    turns = [
+        assistant_message([ToolCall("r1", "read", {"path": "../outside/secret.txt"})], "toolUse"),
+        assistant_message([text("Read it.")], "stop"),
+    ]
+    result = run(
+        run_coding_agent(
+            ScriptedModel(turns), str(project), "Read the secret.", containment="unrestricted"
+        )
+    )
+    shown = result.messages[2]
+    assert isinstance(shown, ToolResultMessage) and "TOP SECRET" in shown.text, (
+        "containment='unrestricted' must reach create_coding_tools"
+    )
+
+
+# How long the run may take before the test decides a tool is stuck on the FIFO: far
+# beyond what a run that refuses it needs, and well below the test's own deadline.
+FIFO_DEADLINE_SECONDS = 10.0
+
+
+def test_a_fifo_in_the_workspace_does_not_stop_the_run(project: Path) -> None:
+    fifo = project / "pipe"
+    os.mkfifo(fifo)
+    turns = [
+        assistant_message([ToolCall("r1", "read", {"path": "pipe"})], "toolUse"),
+        assistant_message(
+            [ToolCall("e1", "edit", {"path": "pipe", "old_text": "a", "new_text": "b"})],
+            "toolUse",
+        ),
+        assistant_message([text("That is no file to work on.")], "stop"),
+    ]
+    work = run_coding_agent(ScriptedModel(turns), str(project), "Look at pipe.")
+    result, stuck = run(finish_unblocking(fifo, work), timeout=FIFO_DEADLINE_SECONDS + 10)
+    assert not stuck, (
+        "read or edit blocked in open() on a FIFO, which waits for a writer that never "
+        "comes (and a worker thread cannot be cancelled, so the run never ends): open with "
+        "O_NONBLOCK and refuse anything fstat does not call a regular file, as the given "
+        "files.open_regular_file does"
+    )
+    assert result.reason == "stop"
+    for message in (result.messages[2], result.messages[4]):
+        assert isinstance(message, ToolResultMessage) and message.is_error, (
+            f"{message.tool_name} of a FIFO is an error result: only regular files are read "
+            "or edited"
+        )
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode), "the FIFO is left as it was"
+
+
+async def finish_unblocking(
+    fifo: Path, work: Coroutine[Any, Any, AgentRun]
+) -> tuple[AgentRun, bool]:
+    """Run ``work``; past the deadline, wake whatever is stuck opening ``fifo`` (a writer
+    that opens and closes it gives a blocked reader end of file), so that a wrong
+    implementation fails with an explanation instead of hanging the test process."""
+    task = asyncio.ensure_future(work)
+    done, _ = await asyncio.wait({task}, timeout=FIFO_DEADLINE_SECONDS)
+    while not task.done():
+        with contextlib.suppress(OSError):  # ENXIO: no reader has it open yet
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        await asyncio.wait({task}, timeout=0.05)
+    return task.result(), not done

@@ -111,6 +111,17 @@ def test_ls_lists_a_subfolder_and_refuses_a_file_or_a_missing_path(project: Path
         assert out.is_error and path in text_of(out), f"ls {path} must be a clear error"
 
 
+def test_ls_lists_a_symlink_to_a_folder_as_a_folder(project: Path) -> None:
+    (project / "source").symlink_to(project / "src", target_is_directory=True)
+    (project / "readme-link").symlink_to(project / "README.md")
+    lines = lines_of(ls(project))
+    assert "source/" in lines and "source" not in lines, (
+        "a symlink to a folder is listed as a folder, with a / suffix (it can be listed in "
+        "turn): ask whether the entry is a folder following the link"
+    )
+    assert "readme-link" in lines, "a symlink to a file is listed as a file"
+
+
 def test_ls_stays_inside_the_workspace(workspace: Path, outside: Path) -> None:
     (workspace / "link").symlink_to(outside, target_is_directory=True)
     for path in ("../outside", str(outside), "link"):
@@ -136,6 +147,10 @@ def test_glob_matches_stars_and_double_stars_sorted_and_relative(project: Path) 
         "src/app/core.py",
     ], "* never crosses a /"
     assert lines_of(glob(project, "tests/test_?ore.py")) == ["tests/test_core.py"]
+    assert "No paths match" in text_of(glob(project, "src?app/core.py")), (
+        "? matches one character within a name, never a /"
+    )
+    assert lines_of(glob(project, "src/*")) == ["src/app/"], "a matching folder ends with /"
     out = glob(project, "**/*.py")
     assert out.details == GlobDetails("**/*.py", 5, False)
 
@@ -147,6 +162,34 @@ def test_glob_searches_below_a_path_and_answers_relative_to_the_workspace(
         "src/app/__init__.py",
         "src/app/core.py",
     ], "the pattern is relative to path; the answer is relative to the workspace"
+
+
+def test_glob_takes_every_other_character_literally(workspace: Path) -> None:
+    for name in ("notes.md", "notes-md", "a+b.py", "aab.py", "(x).txt", "x.txt"):
+        (workspace / name).write_text("")
+    assert lines_of(glob(workspace, "notes.md")) == ["notes.md"], ". is a dot, not any character"
+    assert lines_of(glob(workspace, "a+b.py")) == ["a+b.py"], "+ is a plus sign"
+    assert lines_of(glob(workspace, "(x).txt")) == ["(x).txt"], "( and ) are parentheses"
+
+
+def test_glob_reads_gitignore_from_the_workspace_root_wherever_it_searches(
+    project: Path,
+) -> None:
+    (project / ".gitignore").write_text("build/\n*.log\n/src/app/generated.py\n")
+    for name in ("generated.py", "debug.log"):
+        (project / "src" / "app" / name).write_text("")
+    (project / "generated.py").write_text("")
+    assert lines_of(glob(project, "*", path="src/app")) == [
+        "src/app/__init__.py",
+        "src/app/core.py",
+        "src/app/util/",
+    ], (
+        "the workspace root's .gitignore applies below any search path, and its patterns "
+        "are relative to the root: match the path relative to the workspace"
+    )
+    assert lines_of(glob(project, "generated.py")) == ["generated.py"], (
+        "/src/app/generated.py is anchored at the root: it ignores that one file only"
+    )
 
 
 def test_glob_skips_hidden_dependency_and_ignored_paths_unless_asked(project: Path) -> None:

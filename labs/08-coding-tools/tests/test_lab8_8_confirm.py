@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import io
 import os
+import re
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +19,7 @@ from rich.console import Console
 
 from lab_helpers import call, call_now, run, snapshot, text_of
 from picourse.coding_tools import (
+    DEFAULT_MUTATION_QUEUE,
     Confirm,
     ConfirmRequest,
     WriteDetails,
@@ -25,6 +28,7 @@ from picourse.coding_tools import (
     terminal_confirmer,
 )
 from picourse.tool import ToolRegistry
+from queue_probe import QueueProbe
 
 pytestmark = pytest.mark.lab8_8
 
@@ -145,6 +149,54 @@ def test_the_disk_is_touched_only_after_approval(workspace: Path) -> None:
     run(scenario())
 
 
+def test_a_missing_final_newline_is_marked_in_the_diff(workspace: Path) -> None:
+    (workspace / "tail.txt").write_text("a\nb")
+    approver = Approver(True)
+    call_now(tools(workspace, approver), "write", path="tail.txt", content="a\nc")
+    diff = approver.requests[0].diff
+    assert diff is not None
+    assert diff.splitlines() == [
+        "--- a/tail.txt",
+        "+++ b/tail.txt",
+        "@@ -1,2 +1,2 @@",
+        " a",
+        "-b",
+        "\\ No newline at end of file",
+        "+c",
+        "\\ No newline at end of file",
+    ], (
+        "a last line without a newline is followed by the line '\\ No newline at end of "
+        "file', as diff and git print it; otherwise the diff could not show a change that "
+        "only adds or removes the final newline"
+    )
+
+
+def test_the_approver_is_asked_inside_the_queue_lane(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (workspace / "lane.txt").write_text("old\n")
+    probe = QueueProbe().install(monkeypatch)
+    lanes_held: list[list[str]] = []
+
+    async def approver(request: ConfirmRequest) -> bool:
+        lanes_held.append(list(probe.started))
+        return True
+
+    for name, arguments in (
+        ("write", {"path": "lane.txt", "content": "new\n"}),
+        ("edit", {"path": "lane.txt", "old_text": "new", "new_text": "newer"}),
+    ):
+        probe.started.clear()
+        out = call_now(tools(workspace, approver), name, **arguments)
+        assert not out.is_error, text_of(out)
+    key = os.path.realpath(workspace / "lane.txt")
+    assert lanes_held == [[key], [key]], (
+        "write and edit ask while they hold the file's lane of DEFAULT_MUTATION_QUEUE: "
+        "otherwise another change can slip in between what was shown and what is written"
+    )
+    assert [queue for queue, _ in probe.calls] == [DEFAULT_MUTATION_QUEUE] * 2
+
+
 def test_a_diff_is_capped_with_a_notice(workspace: Path) -> None:
     (workspace / "big.txt").write_text(numbered(300))
     approver = Approver(True)
@@ -245,4 +297,32 @@ def test_the_terminal_approver_shows_the_diff_in_colour_and_defaults_to_no(
     assert "a.txt" in shown and "+new" in shown and "\x1b[" in shown, (
         "the person sees the file, the diff, in colour"
     )
-    assert "[y/N]" in shown, "the question says that the default is no"
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", shown)  # colours and highlighting aside
+    assert "[y/N]" in plain, (
+        "the question shows [y/N]: the default is no (rich reads [y/N] as markup unless "
+        "printed with markup=False)"
+    )
+
+
+class RecordingAnswers(io.StringIO):
+    """Typed answers that note which thread reads them."""
+
+    def __init__(self, typed: str) -> None:
+        super().__init__(typed)
+        self.readers: list[int] = []
+
+    def readline(self, size: int | None = -1) -> str:
+        self.readers.append(threading.get_ident())
+        return super().readline(size)
+
+
+def test_the_terminal_approver_reads_the_answer_off_the_event_loop() -> None:
+    answers = RecordingAnswers("y\n")
+    console = Console(file=io.StringIO(), force_terminal=True, width=80)
+    confirm = terminal_confirmer(answers=answers, console=console)
+    assert run(ask(confirm, ConfirmRequest("bash", command="make test"))) is True
+    assert answers.readers, "the answer is read from answers with readline"
+    assert threading.get_ident() not in answers.readers, (
+        "readline blocks until the person answers; on the event loop's thread it would "
+        "freeze every other task meanwhile: read it in a worker thread (asyncio.to_thread)"
+    )

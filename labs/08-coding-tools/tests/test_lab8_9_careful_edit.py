@@ -79,10 +79,27 @@ def test_after_a_read_edits_in_a_row_work_because_own_writes_count(
     first = edit(tools, "app.py", old_text="result = 0", new_text="result = 1")
     second = edit(tools, "app.py", old_text="result = 1", new_text="result = 2")
     third = call_now(tools, "write", path="app.py", content=SOURCE)
-    assert not (first.is_error or second.is_error or third.is_error), (
-        "the tools' own writes refresh what the session knows: "
-        + " | ".join(text_of(o) for o in (first, second, third))
+    fourth = edit(tools, "app.py", old_text="result = 0", new_text="result = 3")
+    assert not any(out.is_error for out in (first, second, third, fourth)), (
+        "the tools' own writes (edit and write alike) refresh what the session knows: "
+        + " | ".join(text_of(o) for o in (first, second, third, fourth))
     )
+    created = call_now(tools, "write", path="new.py", content="x = 1\n")
+    out = edit(tools, "new.py", old_text="x = 1", new_text="x = 2")
+    assert not (created.is_error or out.is_error), (
+        "a file the session wrote itself counts as read: write records what it wrote"
+    )
+
+
+def test_write_refuses_to_overwrite_a_file_changed_since_it_was_read(
+    workspace: Path, app: Path
+) -> None:
+    tools = session(workspace)
+    read(tools, "app.py")
+    changed = SOURCE.replace("result = 0", "result = 9")
+    app.write_text(changed)
+    out = call_now(tools, "write", path="app.py", content="x = 1\n")
+    refused(out, app, changed.encode(), "changed", "again")
 
 
 def test_a_change_on_disk_since_the_read_is_caught_by_content_not_mtime(
@@ -119,6 +136,19 @@ def test_replace_all_replaces_every_occurrence(workspace: Path, app: Path) -> No
     assert not out.is_error, text_of(out)
     assert app.read_text() == SOURCE.replace("result", "acc")
     assert out.details == EditDetails(str(app), len(SOURCE), len(SOURCE) - 9, 1)
+
+
+def test_replace_all_replaces_non_overlapping_occurrences_left_to_right(workspace: Path) -> None:
+    path = workspace / "runs.txt"
+    path.write_text("aaa aaaa\n")
+    tools = session(workspace)
+    read(tools, "runs.txt")
+    out = edit(tools, "runs.txt", edits=[{"old_text": "aa", "new_text": "b", "replace_all": True}])
+    assert not out.is_error, text_of(out)
+    assert path.read_text() == "ba bb\n", (
+        "replace_all replaces as str.replace does: left to right, never reusing a character "
+        "of a replaced occurrence ('aaa' becomes 'ba')"
+    )
 
 
 def test_several_matches_without_replace_all_name_their_lines(workspace: Path, app: Path) -> None:
@@ -198,6 +228,29 @@ def test_the_result_shows_the_edited_region_where_the_edit_happened(workspace: P
     assert "   3│" not in shown, (
         "centred on where the edit landed, not on the first occurrence of the new text"
     )
+
+
+def test_the_result_follows_an_edit_that_later_edits_moved(workspace: Path) -> None:
+    path = workspace / "notes.txt"
+    path.write_text("".join(f"line {n}\n" for n in range(1, 61)))
+    tools = session(workspace)
+    read(tools, "notes.txt")
+    inserted = "".join(f"new {n}\n" for n in range(1, 21))
+    out = edit(
+        tools,
+        "notes.txt",
+        edits=[
+            {"old_text": "line 50\n", "new_text": "line fifty\n"},
+            {"old_text": "line 10\n", "new_text": "line 10\n" + inserted},
+        ],
+    )
+    assert not out.is_error, text_of(out)
+    shown = text_of(out)
+    assert "  70│ line fifty" in shown, (
+        "the first edit's line moved down by the 20 lines the second edit inserted above "
+        "it: the snippet shows it where it is now"
+    )
+    assert "  30│ new 20" in shown
 
 
 def test_the_schema_offers_replace_all_only_to_careful_sessions(workspace: Path) -> None:

@@ -1,8 +1,13 @@
 """Lab 8.6 — drive the coding tools through the real agent loop.
 
-``run_coding_agent`` builds the four tools for ``cwd`` (``create_coding_tools``), a system
-prompt that names the workspace and each tool (``build_system_prompt``), and a context
-holding the task as the user message, then runs ``run_agent_loop`` to its end.
+``build_system_prompt(cwd, tools)`` tells the model where it works and what it can do:
+it names the workspace by its absolute path (``os.path.abspath(cwd)``) and lists every
+tool of the registry it is given, each with its name and its full description.
+
+``run_coding_agent`` builds the tools for ``cwd`` with the ``containment`` it is given
+(``create_coding_tools(cwd, containment)``), the system prompt for those tools, and a
+context whose only message is the task as a user message, then runs ``run_agent_loop``
+to its end, passing ``signal``, ``max_steps`` and ``on_event`` through unchanged.
 """
 
 from __future__ import annotations

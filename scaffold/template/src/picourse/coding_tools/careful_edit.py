@@ -1,21 +1,28 @@
 """Lab 8.9 — edit like a careful colleague (optional stage).
 
 ``ReadLedger`` remembers a content hash per canonical path: the read tool records each
-file it shows (``record_file``); write and edit record what they wrote (``record``) and
-call ``verify`` before changing an existing file: it says why the change is refused (the
-file was never read, or its content changed since) or returns None.
+file it shows (``record_file``; open it with the given ``files.open_regular_file``);
+write and edit record what they wrote (``record``) and call ``verify`` before changing
+an existing file: it says why the change is refused, or returns None. A file never read:
+the message names the path and tells the model to ``Read`` it first (``Read app.py
+before changing it``). A file whose content changed since: the message says it
+``changed`` and to read it ``again``.
 
 ``apply_careful_edits`` applies a batch like Lab 8.4, plus: ``replace_all`` replaces
-every occurrence, and without it several matches are refused with their line numbers;
-a CRLF file is matched as if it had LF endings and written back with CRLF, a UTF-8 BOM
-is kept, and untouched lines keep their bytes; old_text carrying read's ``   4│ ``
-prefixes gets a hint to drop them; old_text equal to new_text is refused as a no-op.
-Refusals raise ``ChangeRefused`` naming ``edits[i]``. The ``snippet`` shows the edited
-region numbered like read, around where each edit landed.
+every occurrence as ``str.replace`` does (left to right, never overlapping: ``aa`` in
+``aaa`` is replaced once); without it, several matches are refused with their count and
+line numbers (``matches 3 times ... (lines 2, 4, 5) ... replace_all``). A CRLF file (every
+``\\n`` part of ``\\r\\n``) is matched as if it had LF endings and written back with CRLF;
+a UTF-8 BOM is kept; untouched lines keep their bytes. old_text carrying read's ``   4│ ``
+prefixes gets, after ``no match``, a hint that says to drop the line-number ``prefix``;
+old_text equal to new_text is refused: say they are ``identical``. Refusals raise
+``ChangeRefused`` naming ``edits[i]``. The ``snippet`` shows the edited region numbered
+like read, around where each edit is in the final text (later edits may move it).
 
 Then wire it in: with ``options.careful_edits``, edit uses ``apply_careful_edits``
 and shows the snippet; with ``options.ledger``, write and edit call ``verify`` and
-``record`` inside their queue lane.
+``record`` inside their queue lane. ``EditDetails.edits`` counts the edits of the batch
+(a ``replace_all`` edit counts once).
 """
 
 from __future__ import annotations

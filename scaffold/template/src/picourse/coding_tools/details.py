@@ -26,7 +26,7 @@ class EditDetails:
     path: str
     old_bytes: int
     new_bytes: int
-    edits: int  # how many replacements were applied
+    edits: int  # how many edits of the batch were applied (a replace_all edit counts once)
 
 
 @dataclass(frozen=True)

@@ -7,19 +7,29 @@
   (edit holds it and then calls ``write_atomic``, which takes it again), it is released
   by the kernel when its holder dies, and waiting for it gives up after
   ``LOCK_TIMEOUT_SECONDS`` instead of hanging behind a stopped process.
-- ``open_existing(path)``: open a file for reading without ever blocking (a FIFO with no
-  writer, a device) and accept only a regular file.
+- ``open_regular_file(path)``: open a file for reading without ever blocking (a FIFO
+  with no writer, a device) and accept only a regular file, as a binary file object; for
+  read, glob and careful edits. ``open_existing(path, display)`` does the same as a raw
+  descriptor and says no the way write and edit do (``ChangeRefused``).
+
+``open()`` of a FIFO waits for a writer that may never come, and a device can stream for
+ever. The tools read in worker threads, which nobody can cancel: one such ``open()`` keeps
+the tool call, the agent loop around it and the process from ever ending. So open with
+``O_NONBLOCK`` (a FIFO then opens at once), ask ``fstat`` what the path really is, and
+refuse everything but a regular file before reading a byte.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 import stat
 import threading
 import time
 from collections.abc import Iterator
+from typing import BinaryIO
 
 from picourse.coding_tools.errors import ChangeRefused
 
@@ -65,19 +75,40 @@ def _acquire(fd: int, directory: str) -> None:
             pause = min(pause * 2, 0.05)
 
 
+class NotARegularFileError(OSError):
+    """The path is a FIFO, socket or device: the tools only read and change regular files."""
+
+    def __init__(self, path: str, mode: int) -> None:
+        super().__init__(errno.EINVAL, f"it is {_kind(mode)}, not a regular file", path)
+        self.mode = mode
+
+
+def open_regular_file(path: str) -> BinaryIO:
+    """Open ``path`` for reading in binary mode; raise ``IsADirectoryError`` for a folder
+    and ``NotARegularFileError`` for anything else that is not a regular file."""
+    return os.fdopen(_open_regular(path), "rb")
+
+
 def open_existing(path: str, display: str) -> int:
     """A descriptor of the regular file ``path``, opened read-only without blocking.
 
     Raises ``FileNotFoundError`` (and other ``OSError``) as ``os.open`` does, and
     ``ChangeRefused`` for anything but a regular file, named as ``display``.
     """
+    try:
+        return _open_regular(path)
+    except NotARegularFileError as error:
+        raise ChangeRefused(not_a_regular_file(display, error.mode)) from None
+
+
+def _open_regular(path: str) -> int:
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
         mode = os.fstat(fd).st_mode
         if stat.S_ISDIR(mode):
-            raise IsADirectoryError(21, "Is a directory", path)
+            raise IsADirectoryError(errno.EISDIR, "Is a directory", path)
         if not stat.S_ISREG(mode):
-            raise ChangeRefused(not_a_regular_file(display, mode))
+            raise NotARegularFileError(path, mode)
     except BaseException:
         os.close(fd)
         raise
@@ -85,13 +116,16 @@ def open_existing(path: str, display: str) -> int:
 
 
 def not_a_regular_file(display: str, mode: int) -> str:
-    kind = {
+    return (
+        f"{display} is {_kind(mode)}, not a regular file; write and edit change only regular "
+        "files. Use bash if you really mean to send data to it."
+    )
+
+
+def _kind(mode: int) -> str:
+    return {
         stat.S_IFIFO: "a FIFO (named pipe)",
         stat.S_IFCHR: "a character device",
         stat.S_IFBLK: "a block device",
         stat.S_IFSOCK: "a socket",
-    }.get(stat.S_IFMT(mode), "not a regular file")
-    return (
-        f"{display} is {kind}, not a regular file; write and edit change only regular "
-        "files. Use bash if you really mean to send data to it."
-    )
+    }.get(stat.S_IFMT(mode), "a special file")

@@ -2,15 +2,22 @@
 
 ``find_paths`` resolves ``path`` with the workspace resolver (Lab 8.2), walks below it
 and returns, one per line and sorted, the paths relative to the workspace whose path
-relative to ``path`` matches ``pattern``: ``*`` and ``?`` within one name, ``**`` across
-any number of folders (``**/*.py`` also matches ``a.py``); folders end with ``/``.
+relative to ``path`` matches ``pattern``: ``*`` any characters within one name, ``?`` one
+character other than ``/``, ``**`` across any number of folders (``**/*.py`` also matches
+``a.py``); every other character matches itself. Matching folders end with ``/``.
 Unless ``include_hidden``: skip names that start with ``.``, dependency folders
 (``options.DEPENDENCY_FOLDERS`` and any folder holding a ``pyvenv.cfg``) and what the
-workspace's ``.gitignore`` ignores (use ``pathspec``), without descending into them.
+``.gitignore`` at the workspace root ignores, without descending into them. That one file
+applies wherever the search starts, and its patterns are relative to the workspace root:
+match it against paths relative to the workspace. Read it with
+``pathspec.GitIgnoreSpec.from_lines(lines)`` (``PathSpec.from_lines("gitwildmatch", ...)``
+is deprecated and warns), ask about a folder with a trailing ``/``, and open the file with
+the given ``files.open_regular_file`` (a FIFO named ``.gitignore`` must not stall the walk).
 Never follow symlinked folders. More matches than ``limit`` (default
 ``options.DEFAULT_GLOB_LIMIT``): end with ``[Showing {limit} of {total} matches; use a narrower
-pattern ...]``. No match is a successful result that says so. An empty pattern, or one
-that is absolute or climbs with ``..``, is an error. Report ``GlobDetails``.
+pattern ...]``. No match is a successful result that says ``No paths match {pattern!r}.``
+An empty pattern, or one that is absolute or climbs with ``..``, is an error. Report
+``GlobDetails``.
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ import re
 
 from picourse.coding_tools.details import CarefulEdit, Edit
 from picourse.coding_tools.errors import ChangeRefused
+from picourse.coding_tools.files import open_regular_file
 
 BOM = b"\xef\xbb\xbf"
 CONTEXT_LINES = 3
@@ -40,7 +41,7 @@ class ReadLedger:
         """Record the file as it is now (after the read tool showed it)."""
         digest = hashlib.sha256()
         try:
-            with open(key, "rb") as file:
+            with open_regular_file(key) as file:  # a FIFO would block open() for ever
                 while chunk := file.read(1 << 20):
                     digest.update(chunk)
         except OSError:

@@ -17,6 +17,7 @@ import pathspec
 
 from picourse.coding_tools.details import GlobDetails
 from picourse.coding_tools.errors import PathError, describe_os_error
+from picourse.coding_tools.files import open_regular_file
 from picourse.coding_tools.options import (
     DEFAULT_GLOB_LIMIT,
     DEPENDENCY_FOLDERS,
@@ -24,6 +25,8 @@ from picourse.coding_tools.options import (
 )
 from picourse.coding_tools.paths import resolve_path
 from picourse.tool import ToolOutput
+
+_MAX_GITIGNORE_BYTES = 1 << 20
 
 
 async def find_paths(
@@ -114,11 +117,14 @@ def _skipped(name: str, relative: str, ignored: pathspec.GitIgnoreSpec | None) -
 
 
 def _gitignore(workspace: str) -> pathspec.GitIgnoreSpec | None:
+    """The workspace root's .gitignore: its patterns are relative to the root, whatever
+    folder the search starts in. A FIFO or a huge file there must not stall the walk."""
     try:
-        with open(os.path.join(workspace, ".gitignore"), encoding="utf-8") as file:
-            return pathspec.GitIgnoreSpec.from_lines(file)
+        with open_regular_file(os.path.join(workspace, ".gitignore")) as file:
+            lines = file.read(_MAX_GITIGNORE_BYTES).decode("utf-8").splitlines()
     except (OSError, UnicodeDecodeError):
         return None
+    return pathspec.GitIgnoreSpec.from_lines(lines)
 
 
 def _relative(start: str, path: str) -> str:

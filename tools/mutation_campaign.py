@@ -28,9 +28,12 @@ import subprocess
 import sys
 import tempfile
 import tomllib
+import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import psutil
 
 from coursekit import Lab, load_lab
 from coursekit.assemble import assemble_practice_dir
@@ -38,6 +41,9 @@ from coursekit.lab import Stage
 
 EQUIVALENTS = Path(__file__).with_name("mutmut_equivalents.toml")
 DETECTED = {"killed", "timeout"}
+# Every process of a run inherits this variable: mutmut kills a mutant's test run at its
+# timeout, and whatever that run had started (a lab test's grandchild) is found by it.
+RUN_MARKER = "PICOURSE_MUTATION_CAMPAIGN"
 
 
 @dataclass(frozen=True)
@@ -150,6 +156,20 @@ def mutmut(directory: Path, *arguments: str, log: Path | None = None) -> str:
     return ""
 
 
+def reap(token: str) -> int:
+    """Kill what a run left behind (found by the variable it inherited); how many."""
+    left = []
+    for process in psutil.process_iter():
+        try:
+            if process.pid != os.getpid() and process.environ().get(RUN_MARKER) == token:
+                process.kill()
+                left.append(process)
+        except psutil.Error:
+            continue
+    psutil.wait_procs(left, timeout=5)
+    return len(left)
+
+
 def collect(directory: Path, modules: list[str]) -> list[Mutant]:
     by_prefix = {dotted(m) + ".": m for m in modules}
     mutants = []
@@ -223,6 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     if not modules:
         parser.error(f"no module selected; stage modules: {[m for s in stages for m in s.modules]}")
     os.nice(args.nice)
+    os.environ[RUN_MARKER] = token = uuid.uuid4().hex
     if args.workdir is not None and args.workdir.exists():
         parser.error(f"{args.workdir} exists; give a new directory or remove it")
     scratch = None if args.workdir else Path(tempfile.mkdtemp(prefix="mutation-campaign-"))
@@ -231,7 +252,11 @@ def main(argv: list[str] | None = None) -> int:
         prepare(lab, directory, modules, args)
         log = directory / "mutmut-run.log"
         print(f"mutating {len(modules)} module(s) in {directory} (log: {log}) ...", flush=True)
-        mutmut(directory, "run", "--max-children", str(args.max_children), log=log)
+        try:
+            mutmut(directory, "run", "--max-children", str(args.max_children), log=log)
+        finally:
+            if left := reap(token):
+                print(f"killed {left} process(es) that the test runs left behind")
         return report(stages, collect(directory, modules), load_equivalents())
     finally:
         if scratch is not None:

@@ -516,6 +516,9 @@ def _inputs(node: ast.AST, required: set[int], inside_input: bool) -> Iterator[s
         yield from _each_input([*node.args, *(k.value for k in node.keywords)], required)
         return
     value = node.value if isinstance(node, ast.Assign | ast.AnnAssign) else None
+    if isinstance(node, ast.For) and _is_pure_literal(node.iter):
+        value = node.iter  # `for name in ("a+b.py", ...)`: the names the test creates
+        yield from _each_input(node.body, required)
     if value is not None and _is_pure_literal(value):
         yield from _inputs(value, required, inside_input=True)
         return
@@ -542,6 +545,8 @@ def _constant_parts(node: ast.Constant | ast.JoinedStr) -> Iterator[str]:
     if isinstance(node, ast.Constant):
         if isinstance(node.value, str):
             yield node.value
+        elif isinstance(node.value, bytes):  # file content written as bytes is data too
+            yield node.value.decode("utf-8", "replace")
         return
     for value in node.values:
         if isinstance(value, ast.Constant) and isinstance(value.value, str):

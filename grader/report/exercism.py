@@ -10,7 +10,7 @@ from grader.model import SubmissionResult
 def render(result: SubmissionResult) -> str:
     task_of = {stage.stage: number for number, stage in enumerate(result.stages, start=1)}
     message: str | None
-    if result.status in ("invalid", "crashed", "flagged"):
+    if result.status in ("invalid", "crashed", "flagged", "error"):
         status, message = "error", result.reason
     else:
         status = (

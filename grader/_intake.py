@@ -14,6 +14,7 @@ import unicodedata
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
 from coursekit.lab import Lab
 from grader._unpack import (
@@ -218,7 +219,7 @@ def _walk(root: Path) -> list[tuple[str, Path, int]]:
     """Every file of a directory submission (relative name, path, size), links not followed,
     hidden and tool folders (.git, .venv, __pycache__) left out; refuses what cannot be read."""
 
-    def refuse(error: OSError) -> None:
+    def refuse(error: OSError) -> NoReturn:
         raise InvalidSubmission(
             f"cannot read {_relative(root, error.filename)}: {error.strerror}; make it readable "
             "or leave it out, then grade again"
@@ -229,7 +230,10 @@ def _walk(root: Path) -> list[tuple[str, Path, int]]:
         dirs[:] = sorted(d for d in dirs if d not in _SKIPPED_DIRS and not d.startswith("."))
         for name in sorted(files):
             path = Path(folder, name)
-            info = path.lstat()
+            try:
+                info = path.lstat()
+            except OSError as error:
+                refuse(error)
             if not stat.S_ISREG(info.st_mode):
                 continue  # links and special files are never read; lab_modules refuses them
             if not os.access(path, os.R_OK):

@@ -12,11 +12,12 @@ import sys
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from grader import _export, _sandbox, _signatures, _similarity
-from grader._grade import GradeOptions, grade_submissions
-from grader._intake import InvalidSubmission, discover
+from grader._grade import GradeOptions, OutputBusy, grade_submissions
+from grader._intake import InvalidSubmission, survey
 from grader.model import SubmissionResult
 
 console = Console(highlight=False, soft_wrap=True)
@@ -91,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             return 0
         return _export.run_inside_gradescope()
-    except (InvalidSubmission, _sandbox.SandboxError) as error:
+    except (InvalidSubmission, _sandbox.SandboxError, OutputBusy) as error:
         Console(stderr=True).print(f"[red]error:[/red] {error}")
         return 2
 
@@ -103,7 +104,8 @@ def _grade(args: argparse.Namespace) -> int:
     options = GradeOptions(
         jobs=args.jobs, regrade=args.regrade, sandbox=args.sandbox, limits=limits
     )
-    total = len(discover(args.submissions))
+    found, skipped = survey(args.submissions)
+    total = len(found)
     with Progress(
         TextColumn("grading"),
         BarColumn(),
@@ -114,15 +116,21 @@ def _grade(args: argparse.Namespace) -> int:
         task = progress.add_task("", total=total)
 
         def done(result: SubmissionResult) -> None:
-            progress.update(task, advance=1, description=f"{result.student}: {result.status}")
+            # Names and reasons are the students' text: never rich markup.
+            progress.update(
+                task, advance=1, description=escape(f"{result.student}: {result.status}")
+            )
 
         results = grade_submissions(args.submissions, args.out, options, on_done=done)
     for result in results:
         console.print(
             f"{result.student:<28} {result.score:6.1f} / {result.max_score:g}  "
             f"bonus {result.bonus:g}  {result.status}"
-            + (f"  ({result.reason[:100]})" if result.reason else "")
+            + (f"  ({result.reason[:100]})" if result.reason else ""),
+            markup=False,
         )
+    for entry in skipped:
+        console.print(f"not graded: {entry.entry} ({entry.reason})", markup=False)
     console.print(
         f"Reports: {args.out / 'gradebook.csv'}, {args.out / 'report.html'}, "
         f"and per student under {args.out / 'submissions'}"

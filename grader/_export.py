@@ -19,12 +19,46 @@ from coursekit.layout import COURSE_ROOT
 ROOT_VARIABLE = "GRADER_AUTOGRADER_ROOT"
 SHIPPED = ["pyproject.toml", "README.md", "practice.py", "coursekit", "grader", "scaffold", "labs"]
 
+# Ubuntu 24.04's python3 is 3.12; 22.04's is 3.10, too old for the kit (>= 3.11). There the
+# deadsnakes PPA provides python3.12: an apt package like the rest of the image, installed
+# under /usr where the grader's unprivileged job users can run it (an interpreter under
+# /root, as uv or pyenv install for root, is out of their reach), and updated by apt.
 SETUP_SH = """#!/usr/bin/env bash
-# Gradescope runs this once when it builds the autograder image.
+# Gradescope runs this once when it builds the autograder image (Ubuntu 22.04 or 24.04).
 set -euo pipefail
-apt-get update && apt-get install -y python3 python3-pip python3-venv bubblewrap
-python3 -m venv /autograder/venv
-/autograder/venv/bin/pip install /autograder/source
+ROOT="${GRADER_AUTOGRADER_ROOT:-/autograder}"
+export DEBIAN_FRONTEND=noninteractive
+
+# The first interpreter on PATH that is Python >= 3.11.
+recent_python() {
+    local candidate version
+    for candidate in python3 python3.13 python3.12 python3.11; do
+        command -v "$candidate" >/dev/null 2>&1 || continue
+        version="$("$candidate" -c 'import sys; print(sys.version_info >= (3, 11))')" || continue
+        if [ "$version" = "True" ]; then
+            echo "$candidate"
+            return 0
+        fi
+    done
+    return 1
+}
+
+apt-get update
+apt-get install -y python3 python3-venv bubblewrap
+if ! PYTHON="$(recent_python)"; then
+    apt-get install -y software-properties-common
+    add-apt-repository -y ppa:deadsnakes/ppa
+    apt-get update
+    apt-get install -y python3.12 python3.12-venv
+    if ! PYTHON="$(recent_python)"; then
+        echo "setup.sh: no Python >= 3.11 even after installing python3.12 from the" \\
+            "deadsnakes PPA; install one (e.g. uv python install 3.12) and rebuild" >&2
+        exit 1
+    fi
+fi
+echo "setup.sh: using $PYTHON ($("$PYTHON" --version))"
+"$PYTHON" -m venv "$ROOT/venv"
+"$ROOT/venv/bin/pip" install "$ROOT/source"
 """
 
 RUN_AUTOGRADER = """#!/usr/bin/env bash

@@ -1,15 +1,24 @@
 """Grade a folder of submissions: isolated runs in parallel, results written atomically per
-submission, class reports rebuilt from all results. Rerunning resumes: a submission whose
-input and grading key are unchanged is not graded again (unless ``regrade``)."""
+submission, class reports rebuilt from every result in OUT. Rerunning resumes: a submission
+whose input and grading key are unchanged is not graded again (unless ``regrade``).
+
+No one submission stops the run: whatever goes wrong while grading it is recorded as its
+result. The student's own failures are ``invalid``, ``crashed`` or ``timeout``; the grader's
+(a job that never started, an unexpected exception) are ``error``, tried once more first, and
+graded again by the next run. One grader at a time writes to an OUT.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import os
 import shutil
 import tempfile
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,10 +28,10 @@ from coursekit.lab import Lab, load_lab
 from coursekit.layout import SCAFFOLD, SOLUTIONS
 from grader import _sandbox
 from grader._diagnosis import Diagnoser
-from grader._intake import InvalidSubmission, Submission, discover, lab_modules
+from grader._intake import InvalidSubmission, Submission, lab_modules, survey
 from grader._scan import suspicious
 from grader._scoring import InventoryItem, collect_inventory, score
-from grader.model import SubmissionResult, truncate
+from grader.model import Status, SubmissionResult, truncate
 from grader.report import write_class_reports, write_submission_reports
 
 
@@ -34,30 +43,82 @@ class GradeOptions:
     limits: _sandbox.Limits = field(default_factory=_sandbox.Limits)
 
 
+class OutputBusy(Exception):
+    """Another grader is writing to the same OUT."""
+
+
+# CPython gh-106905: ast.parse in two threads at once can crash the interpreter (3.11, 3.12).
+_SCAN_LOCK = threading.Lock()
+LOCK_FILE = ".grader.lock"
+
+
 def grade_submissions(
     submissions: Path,
     out: Path,
     options: GradeOptions | None = None,
     on_done: Callable[[SubmissionResult], None] | None = None,
 ) -> list[SubmissionResult]:
+    """Grade what ``submissions`` holds into ``out``; returns every result in ``out``."""
     options = options or GradeOptions()
     lab = load_lab("08")
-    found = discover(submissions)
+    found, skipped = survey(submissions)
     out.mkdir(parents=True, exist_ok=True)
-    _clean_leftovers(out / "submissions")
-    with tempfile.TemporaryDirectory(prefix="grader-") as staging_dir:
+    with _holding(out), tempfile.TemporaryDirectory(prefix="grader-") as staging_dir:
+        _clean_leftovers(out / "submissions")
         session = _Session.start(lab, options, Path(staging_dir), [submissions, out])
         pending = [s for s in found if options.regrade or not _up_to_date(out, s, session.key)]
         with ThreadPoolExecutor(max_workers=max(1, options.jobs)) as pool:
             futures = [pool.submit(session.grade, s) for s in pending]
-            for future in as_completed(futures):
-                result = future.result()
-                write_submission_reports(out / "submissions" / result.student, result)
-                if on_done is not None:
-                    on_done(result)
-    results = [r for r in (_load(out, s) for s in found) if r is not None]
-    write_class_reports(out, lab, results)
+            try:
+                for future in as_completed(futures):
+                    result = _record(out, future.result())
+                    if on_done is not None:
+                        on_done(result)
+            except BaseException:
+                pool.shutdown(cancel_futures=True)
+                raise
+        results = stored_results(out)
+        write_class_reports(out, lab, results, skipped)
     return results
+
+
+@contextlib.contextmanager
+def _holding(out: Path) -> Iterator[None]:
+    """An exclusive lock on OUT for the whole run; the second grader refuses at once."""
+    with open(out / LOCK_FILE, "a+", encoding="utf-8") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.seek(0)
+            holder = lock.read().strip() or "another process"
+            raise OutputBusy(
+                f"{out} is in use by another grader ({holder}); wait for it to finish, or "
+                "grade into another --out"
+            ) from None
+        lock.seek(0)
+        lock.truncate()
+        lock.write(f"pid {os.getpid()}, since {time.strftime('%H:%M:%S')}\n")
+        lock.flush()
+        yield
+
+
+def _record(out: Path, result: SubmissionResult) -> SubmissionResult:
+    """Write one submission's reports; a result that cannot be rendered becomes an error."""
+    directory = out / "submissions" / result.student
+    try:
+        write_submission_reports(directory, result)
+    except Exception as error:  # noqa: BLE001 - a report the grader cannot write is its failure
+        result = SubmissionResult(
+            result.student,
+            "error",
+            f"the grader could not write this result ({type(error).__name__}: {error}); "
+            "grade again",
+            result.isolation,
+            input_digest=result.input_digest,
+            grading_key=result.grading_key,
+        )
+        write_submission_reports(directory, result)
+    return result
 
 
 @dataclass
@@ -97,30 +158,56 @@ class _Session:
         )
 
     def grade(self, submission: Submission) -> SubmissionResult:
+        """Always a result: the student's failures as theirs, the grader's as ``error``."""
         started = time.monotonic()
-        digest = submission.digest()
-        scratch = Path(tempfile.mkdtemp(prefix=f"{submission.student}-", dir=self.staging))
-        scratch.chmod(0o711)
-        try:
-            with self.users.user() as user:
-                result = self._grade(submission, scratch, user)
-        except InvalidSubmission as error:
-            result = SubmissionResult(submission.student, "invalid", str(error), "none")
-            result.stages, result.tests, result.bonus, result.max_bonus = score(
-                self.lab, self.inventory, [], credit=False
-            )
-        finally:
-            shutil.rmtree(scratch, ignore_errors=True)
+        digest = ""
+        for attempt in (1, 2):
+            try:
+                digest = submission.digest()
+                result = self._attempt(submission)
+                break
+            except InvalidSubmission as error:
+                result = self._unscored(submission, "invalid", str(error))
+                break
+            except _sandbox.SandboxError:
+                raise  # the instructor's configuration: no submission can be graded
+            except Exception as error:  # noqa: BLE001 - any other failure is the grader's
+                failure = f"{type(error).__name__}: {error}"
+                result = self._unscored(
+                    submission,
+                    "error",
+                    f"the grader failed twice, not the student ({failure}); the next run "
+                    "grades this submission again",
+                )
+                if attempt == 1:
+                    continue
         result.input_digest, result.grading_key = digest, self.key
         result.diagnoses = self.diagnose(result)
         result.seconds = round(time.monotonic() - started, 2)
+        return result
+
+    def _attempt(self, submission: Submission) -> SubmissionResult:
+        # A random name: a student's name never reaches a path the job sees (PYTHONPATH).
+        scratch = Path(tempfile.mkdtemp(prefix="job-", dir=self.staging))
+        try:
+            scratch.chmod(0o711)
+            with self.users.user() as user:
+                return self._grade(submission, scratch, user)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+    def _unscored(self, submission: Submission, status: Status, reason: str) -> SubmissionResult:
+        result = SubmissionResult(submission.student, status, reason, "none")
+        result.stages, result.tests, result.bonus, result.max_bonus = score(
+            self.lab, self.inventory, [], credit=False
+        )
         return result
 
     def _grade(
         self, submission: Submission, scratch: Path, user: tuple[int, int] | None
     ) -> SubmissionResult:
         modules = lab_modules(submission, self.lab, scratch)
-        flags = suspicious(modules)
+        flags = _scan(modules)
         workdir = scratch / "work"
         shutil.copytree(self.pristine, workdir)
         for module, content in modules.items():
@@ -129,6 +216,13 @@ class _Session:
         outcome = _sandbox.run_tests(
             workdir, scratch, self.hidden, limits, self.options.sandbox, user
         )
+        if not outcome.records and not outcome.timed_out:
+            # Not one record, not even the plugin's first: the test process never started
+            # (a sandbox or system failure), so no student code ran.
+            raise _JobNeverStarted(
+                f"the test process ended before pytest started (exit code {outcome.exit_code}): "
+                + " | ".join(outcome.output_tail.strip().splitlines()[-3:])
+            )
         flags += _run_flags(outcome)
         stages, tests, bonus, max_bonus = score(
             self.lab, self.inventory, outcome.records, credit=not flags
@@ -161,6 +255,15 @@ class _Session:
         return result
 
 
+def _scan(modules: dict[str, bytes]) -> list[str]:
+    with _SCAN_LOCK:
+        return suspicious(modules)
+
+
+class _JobNeverStarted(Exception):
+    """The sandbox or the system failed before the tests began."""
+
+
 def _run_flags(outcome: _sandbox.RunOutcome) -> list[str]:
     """What the run itself shows of tampering with the grader's channel or pytest."""
     flags = []
@@ -188,18 +291,28 @@ def grading_key(lab: Lab) -> str:
 
 
 def _up_to_date(out: Path, submission: Submission, key: str) -> bool:
-    previous = _load(out, submission)
-    return (
-        previous is not None
-        and previous.grading_key == key
-        and previous.input_digest == submission.digest()
-    )
-
-
-def _load(out: Path, submission: Submission) -> SubmissionResult | None:
-    path = out / "submissions" / submission.student / "result.json"
+    previous = _load(out / "submissions" / submission.student)
+    if previous is None or previous.status == "error" or previous.grading_key != key:
+        return False
     try:
-        return SubmissionResult.from_json(path.read_text(encoding="utf-8"))
+        return previous.input_digest == submission.digest()
+    except (InvalidSubmission, OSError):
+        return False  # graded again, and recorded as invalid with the reason
+
+
+def stored_results(out: Path) -> list[SubmissionResult]:
+    """Every result in OUT, also of students not in this run's submissions folder (a run over
+    late submissions keeps the class)."""
+    folder = out / "submissions"
+    if not folder.is_dir():
+        return []
+    loaded = (_load(entry) for entry in sorted(folder.iterdir()) if not entry.name.startswith("."))
+    return [result for result in loaded if result is not None]
+
+
+def _load(directory: Path) -> SubmissionResult | None:
+    try:
+        return SubmissionResult.from_json((directory / "result.json").read_text(encoding="utf-8"))
     except (OSError, ValueError, TypeError, KeyError):
         return None
 

@@ -6,8 +6,13 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-Status = Literal["graded", "timeout", "crashed", "invalid", "flagged"]
+# "error" is the grader's own failure (never the student's): it scores nothing, says why, and
+# a rerun grades the submission again.
+Status = Literal["graded", "timeout", "crashed", "invalid", "flagged", "error"]
 TestStatus = Literal["passed", "failed", "not run"]
+
+REASON_LIMIT = 2000
+MESSAGE_LIMIT = 4000
 
 
 @dataclass(frozen=True)
@@ -21,6 +26,9 @@ class TestResult:
     message: str  # why it failed ('' when passed), already truncated
     points: float
     max_points: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "message", truncate(self.message, MESSAGE_LIMIT))
 
     @property
     def name(self) -> str:
@@ -61,6 +69,13 @@ class SubmissionResult:
     seconds: float = 0.0
     diagnoses: list[Diagnosed] = field(default_factory=list)
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        # A reason is built from exception messages and student output: whatever it holds, it
+        # stays short and encodable, so no report can fail on it.
+        if name == "reason" and isinstance(value, str):
+            value = truncate(value, REASON_LIMIT)
+        super().__setattr__(name, value)
+
     # score and max_score count the core stages; optional (extension) stages and challenge
     # tests are in bonus and max_bonus.
     @property
@@ -87,8 +102,18 @@ class SubmissionResult:
         return cls(**data)
 
 
-def truncate(text: str, limit: int = 4000) -> str:
-    """Keep the start of a long text and say, visibly, how much was cut."""
-    if len(text) <= limit:
-        return text
-    return f"{text[:limit]}\n… [truncated {len(text) - limit} characters]"
+@dataclass(frozen=True)
+class Skipped:
+    """An entry of the submissions folder that is no submission, and why."""
+
+    entry: str
+    reason: str
+
+
+def truncate(text: str, limit: int = MESSAGE_LIMIT) -> str:
+    """Keep the start of a long text and say, visibly, how much was cut. Lone surrogates
+    (undecodable bytes in an exception message or a file name) become visible escapes, so the
+    text always encodes as UTF-8."""
+    if len(text) > limit:
+        text = f"{text[:limit]}\n… [truncated {len(text) - limit} characters]"
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")

@@ -16,7 +16,7 @@ def render(result: SubmissionResult) -> str:
         if test.status != "passed" and test.stage in told and test.stage not in diagnosed_at:
             diagnosed_at[test.stage] = test.nodeid
     message: str | None
-    if result.status in ("invalid", "crashed", "flagged"):
+    if result.status in ("invalid", "crashed", "flagged", "error"):
         status, message = "error", result.reason
     else:
         status = (

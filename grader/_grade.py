@@ -14,15 +14,21 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import psutil
+
 from coursekit.assemble import add_lab_tests, render_scaffold
 from coursekit.lab import Lab, load_lab
-from coursekit.layout import SCAFFOLD, SOLUTIONS
+from coursekit.layout import SCAFFOLD
 from grader import _sandbox
 from grader._intake import InvalidSubmission, Submission, discover, lab_modules
-from grader._scan import suspicious
+from grader._links import refuse_links
+from grader._scan import scan
 from grader._scoring import InventoryItem, collect_inventory, score
+from grader._store import ResultStore
 from grader.model import SubmissionResult, truncate
 from grader.report import write_class_reports, write_submission_reports
+
+STAGING_PREFIX = "grader-staging-"
 
 
 @dataclass
@@ -44,63 +50,104 @@ def grade_submissions(
     found = discover(submissions)
     out.mkdir(parents=True, exist_ok=True)
     _clean_leftovers(out / "submissions")
-    with tempfile.TemporaryDirectory(prefix="grader-") as staging_dir:
-        session = _Session.start(lab, options, Path(staging_dir), [submissions, out])
-        pending = [s for s in found if options.regrade or not _up_to_date(out, s, session.key)]
+    store = ResultStore(out)
+    _remove_stale_staging()
+    staging = tempfile.TemporaryDirectory(prefix=f"{STAGING_PREFIX}{os.getpid()}-")
+    with _sandbox.UserPool(options.jobs, options.limits.processes) as users, staging as directory:
+        session = _Session.start(lab, options, Path(directory), users, store)
+        pending = [s for s in found if options.regrade or not _up_to_date(store, s, session.key)]
         with ThreadPoolExecutor(max_workers=max(1, options.jobs)) as pool:
             futures = [pool.submit(session.grade, s) for s in pending]
             for future in as_completed(futures):
                 result = future.result()
                 write_submission_reports(out / "submissions" / result.student, result)
+                store.seal(result.student)
                 if on_done is not None:
                     on_done(result)
-    results = [r for r in (_load(out, s) for s in found) if r is not None]
+    results = [r for r in (store.load(s.student) for s in found) if r is not None]
     write_class_reports(out, lab, results)
     return results
+
+
+def release(out: Path, student: str) -> SubmissionResult:
+    """Give a flagged submission, after review, the credit its run earned."""
+    store = ResultStore(out)
+    current = store.load(student)
+    if current is None:
+        raise InvalidSubmission(f"no result for {student!r} in {out}: grade it first")
+    if current.status != "flagged":
+        raise InvalidSubmission(f"{student} is {current.status}, not flagged: nothing to release")
+    held = store.held(student)
+    if held is None or (held.input_digest, held.grading_key) != (
+        current.input_digest,
+        current.grading_key,
+    ):
+        raise InvalidSubmission(
+            f"no held credit for {student}'s current result: grade it again with --regrade"
+        )
+    write_submission_reports(out / "submissions" / student, held)
+    store.seal(student)
+    store.forget_held(student)
+    results = [r for r in (store.load(name) for name in store.students()) if r is not None]
+    write_class_reports(out, load_lab("08"), results)
+    return held
 
 
 @dataclass
 class _Session:
     """What every submission of one grading run shares: the pristine copy, the test
-    inventory, the paths to hide from student code and the pool of unprivileged users."""
+    inventory, the pool of unprivileged users and the store of trusted results."""
 
     lab: Lab
     options: GradeOptions
     staging: Path
     pristine: Path
     inventory: list[InventoryItem]
-    hidden: list[Path]
     key: str
     users: _sandbox.UserPool
+    store: ResultStore
 
     @classmethod
-    def start(cls, lab: Lab, options: GradeOptions, staging: Path, private: list[Path]) -> _Session:
+    def start(
+        cls,
+        lab: Lab,
+        options: GradeOptions,
+        staging: Path,
+        users: _sandbox.UserPool,
+        store: ResultStore,
+    ) -> _Session:
+        with users.user() as user:  # refuse now, not once per submission
+            _sandbox.require_sandbox(options.sandbox, options.limits, user)
         # Traversable but not listable: a job's unprivileged user reaches its own directory
         # without seeing its neighbours' names.
         staging.chmod(0o711)
         pristine = staging / "pristine"
         render_scaffold(lab, pristine)
         add_lab_tests(lab, pristine)
-        hidden = [SOLUTIONS, staging, *(p.resolve() for p in private)]
         return cls(
             lab,
             options,
             staging,
             pristine,
             collect_inventory(lab, pristine),
-            hidden,
             grading_key(lab),
-            _sandbox.UserPool(options.jobs),
+            users,
+            store,
         )
 
     def grade(self, submission: Submission) -> SubmissionResult:
         started = time.monotonic()
-        digest = submission.digest()
+        digest = ""  # a refused submission is looked at again on every run
         scratch = Path(tempfile.mkdtemp(prefix=f"{submission.student}-", dir=self.staging))
         scratch.chmod(0o711)
         try:
+            refuse_links(submission.source)
+            digest = submission.digest()
             with self.users.user() as user:
-                result = self._grade(submission, scratch, user)
+                result, credited = self._grade(submission, scratch, user)
+            if credited is not None:
+                credited.input_digest, credited.grading_key = digest, self.key
+                self.store.hold(submission.student, credited)
         except InvalidSubmission as error:
             result = SubmissionResult(submission.student, "invalid", str(error), "none")
             result.stages, result.tests, result.bonus, result.max_bonus = score(
@@ -113,19 +160,20 @@ class _Session:
         return result
 
     def _grade(
-        self, submission: Submission, scratch: Path, user: tuple[int, int] | None
-    ) -> SubmissionResult:
+        self, submission: Submission, scratch: Path, user: _sandbox.JobUser | None
+    ) -> tuple[SubmissionResult, SubmissionResult | None]:
+        """The result, and for a flagged run the credit it earned, held for review."""
         modules = lab_modules(submission, self.lab, scratch)
-        flags = suspicious(modules)
+        findings = scan(modules)
+        flags = list(findings.verdict)
         workdir = scratch / "work"
         shutil.copytree(self.pristine, workdir)
         for module, content in modules.items():
             (workdir / module).write_bytes(content)
         limits = self.options.limits
-        outcome = _sandbox.run_tests(
-            workdir, scratch, self.hidden, limits, self.options.sandbox, user
-        )
+        outcome = _sandbox.run_tests(workdir, scratch, limits, self.options.sandbox, user)
         flags += _run_flags(outcome)
+        credited = None
         stages, tests, bonus, max_bonus = score(
             self.lab, self.inventory, outcome.records, credit=not flags
         )
@@ -133,7 +181,19 @@ class _Session:
             submission.student, "graded", "", outcome.isolation, stages, tests, bonus, max_bonus
         )
         if flags:
-            would, *_ = score(self.lab, self.inventory, outcome.records, credit=True)
+            would, tests, bonus, max_bonus = score(
+                self.lab, self.inventory, outcome.records, credit=True
+            )
+            credited = SubmissionResult(
+                submission.student,
+                "graded",
+                truncate("released after review of: " + "; ".join(flags), 2000),
+                outcome.isolation,
+                would,
+                tests,
+                bonus,
+                max_bonus,
+            )
             result.status = "flagged"
             result.reason = truncate(
                 "; ".join(flags) + " (the run itself passed tests worth "
@@ -154,7 +214,11 @@ class _Session:
                 "passed before it still count. Last output: " + " | ".join(tail),
                 2000,
             )
-        return result
+        elif findings.notes:
+            result.reason = truncate(
+                "for review, no effect on the score: " + "; ".join(findings.notes), 2000
+            )
+        return result, credited
 
 
 def _run_flags(outcome: _sandbox.RunOutcome) -> list[str]:
@@ -183,21 +247,27 @@ def grading_key(lab: Lab) -> str:
     return hasher.hexdigest()[:16]
 
 
-def _up_to_date(out: Path, submission: Submission, key: str) -> bool:
-    previous = _load(out, submission)
+def _up_to_date(store: ResultStore, submission: Submission, key: str) -> bool:
+    """Only a result the grader sealed can make a rerun skip a submission."""
+    previous = store.load(submission.student)
     return (
         previous is not None
+        and previous.input_digest != ""
         and previous.grading_key == key
         and previous.input_digest == submission.digest()
     )
 
 
-def _load(out: Path, submission: Submission) -> SubmissionResult | None:
-    path = out / "submissions" / submission.student / "result.json"
-    try:
-        return SubmissionResult.from_json(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, TypeError, KeyError):
-        return None
+def _remove_stale_staging() -> None:
+    """The staging of a grader that was killed: its runs died with it (see _sandbox)."""
+    for entry in Path(tempfile.gettempdir()).glob(f"{STAGING_PREFIX}*-*"):
+        pid = entry.name.removeprefix(STAGING_PREFIX).split("-")[0]
+        try:
+            owned = entry.lstat().st_uid == os.geteuid() and not entry.is_symlink()
+        except OSError:
+            continue
+        if owned and pid.isdigit() and not psutil.pid_exists(int(pid)):
+            shutil.rmtree(entry, ignore_errors=True)
 
 
 def _clean_leftovers(directory: Path) -> None:

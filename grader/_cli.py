@@ -74,6 +74,12 @@ def main(argv: list[str] | None = None) -> int:
         default=defaults.memory_bytes >> 20,
         help=f"address-space limit in MiB (default {defaults.memory_bytes >> 20})",
     )
+    grade.add_argument(
+        "--disk-mib",
+        type=int,
+        default=defaults.disk_bytes >> 20,
+        help=f"size of each run's private /tmp in MiB (default {defaults.disk_bytes >> 20})",
+    )
     released = commands.add_parser(
         "release", help="give a flagged submission its credit after you reviewed it"
     )
@@ -116,7 +122,10 @@ def _grade(args: argparse.Namespace) -> int:
     for stop in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
         signal.signal(stop, _end_runs_and_exit)
     limits = _sandbox.Limits(
-        wall_seconds=args.wall, test_seconds=args.test_timeout, memory_bytes=args.memory_mib << 20
+        wall_seconds=args.wall,
+        test_seconds=args.test_timeout,
+        memory_bytes=args.memory_mib << 20,
+        disk_bytes=args.disk_mib << 20,
     )
     options = GradeOptions(
         jobs=args.jobs, regrade=args.regrade, sandbox=args.sandbox, limits=limits

@@ -30,6 +30,7 @@ ETC_ENTRIES = (
     "/etc/hosts",
 )
 PRIVATE_TMP = "/tmp"
+SHM_BYTES = 64 << 20
 
 
 def bwrap_prefix(workdir: Path, plugin_dir: Path, limits: Limits) -> list[str]:
@@ -50,8 +51,8 @@ def bwrap_prefix(workdir: Path, plugin_dir: Path, limits: Limits) -> list[str]:
         "/proc",
     ]
     # First, so that the binds below (the staging lives under /tmp too) land on top.
-    for place in (PRIVATE_TMP, "/dev/shm"):
-        command += ["--perms", "1777", "--size", str(limits.disk_bytes), "--tmpfs", place]
+    for place, size in ((PRIVATE_TMP, limits.disk_bytes), ("/dev/shm", SHM_BYTES)):
+        command += ["--perms", "1777", "--size", str(size), "--tmpfs", place]
     for entry in [*SYSTEM_DIRS, *ETC_ENTRIES]:
         command += _mirror(Path(entry))
     for prefix in interpreter_paths():

@@ -27,7 +27,7 @@ class Limits:
     memory_bytes: int = 1 << 30  # address space; the reference solution needs far less
     processes: int = 128
     file_bytes: int = 1 << 30
-    disk_bytes: int = 256 << 20  # the private /tmp (and /dev/shm) of a sandboxed run
+    disk_bytes: int = 1 << 30  # the private /tmp of a sandboxed run (a 300 MB test file)
 
 
 def apply_limits(limits: Limits, user: JobUser | None, drop: bool) -> None:

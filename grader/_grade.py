@@ -60,8 +60,8 @@ def grade_submissions(
             futures = [pool.submit(session.grade, s) for s in pending]
             for future in as_completed(futures):
                 result = future.result()
+                store.seal(result)
                 write_submission_reports(out / "submissions" / result.student, result)
-                store.seal(result.student)
                 if on_done is not None:
                     on_done(result)
     results = [r for r in (store.load(s.student) for s in found) if r is not None]
@@ -85,8 +85,8 @@ def release(out: Path, student: str) -> SubmissionResult:
         raise InvalidSubmission(
             f"no held credit for {student}'s current result: grade it again with --regrade"
         )
+    store.seal(held)
     write_submission_reports(out / "submissions" / student, held)
-    store.seal(student)
     store.forget_held(student)
     results = [r for r in (store.load(name) for name in store.students()) if r is not None]
     write_class_reports(out, load_lab("08"), results)

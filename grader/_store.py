@@ -33,38 +33,24 @@ class ResultStore:
     def result_path(self, student: str) -> Path:
         return self.out / "submissions" / student / "result.json"
 
-    def seal(self, student: str) -> None:
-        """Vouch for the result.json just written for ``student``."""
-        data = self.result_path(student).read_bytes()
-        _write_private(self._private / "seals" / student, self._sign(data).encode())
+    def seal(self, result: SubmissionResult) -> None:
+        """Vouch for ``result``; done before its result.json is written, so that a grader
+        stopped in between leaves a result that is simply graded again."""
+        _write_private(self._private / "seals" / result.student, self._seal_of(result))
 
     def load(self, student: str) -> SubmissionResult | None:
         """The result the grader wrote for ``student``, or None (missing, unsealed, edited)."""
-        try:
-            data = self.result_path(student).read_bytes()
-            seal = (self._private / "seals" / student).read_bytes()
-        except OSError:
-            return None
-        if not hmac.compare_digest(seal, self._sign(data).encode()):
-            return None
-        return _parse(data)
+        return self._verified(self.result_path(student), self._private / "seals" / student)
 
     def hold(self, student: str, credited: SubmissionResult) -> None:
         """Keep the credit a flagged run earned, for ``release`` after review."""
-        data = credited.to_json().encode()
-        _write_private(self._private / "held" / f"{student}.json", data)
-        _write_private(self._private / "held" / f"{student}.seal", self._sign(data).encode())
+        folder = self._private / "held"
+        _write_private(folder / f"{student}.json", credited.to_json().encode("utf-8"))
+        _write_private(folder / f"{student}.seal", self._seal_of(credited))
 
     def held(self, student: str) -> SubmissionResult | None:
         folder = self._private / "held"
-        try:
-            data = (folder / f"{student}.json").read_bytes()
-            seal = (folder / f"{student}.seal").read_bytes()
-        except OSError:
-            return None
-        if not hmac.compare_digest(seal, self._sign(data).encode()):
-            return None
-        return _parse(data)
+        return self._verified(folder / f"{student}.json", folder / f"{student}.seal")
 
     def forget_held(self, student: str) -> None:
         for suffix in (".json", ".seal"):
@@ -77,8 +63,20 @@ class ResultStore:
             return []
         return sorted(e.name for e in folder.iterdir() if e.is_dir() and e.name[0] != ".")
 
-    def _sign(self, data: bytes) -> str:
-        return hmac.new(self._key, data, hashlib.sha256).hexdigest()
+    def _verified(self, path: Path, seal_path: Path) -> SubmissionResult | None:
+        try:
+            result = _parse(path.read_bytes())
+            seal = seal_path.read_bytes()
+        except OSError:
+            return None
+        if result is None or not hmac.compare_digest(seal, self._seal_of(result)):
+            return None
+        return result
+
+    def _seal_of(self, result: SubmissionResult) -> bytes:
+        """Over the result's canonical text, whatever bytes a writer chose for it."""
+        data = result.to_json().encode("utf-8", "surrogatepass")
+        return hmac.new(self._key, data, hashlib.sha256).hexdigest().encode()
 
 
 def _key(path: Path) -> bytes:

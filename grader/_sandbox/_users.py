@@ -1,10 +1,11 @@
 """Which unprivileged user a job runs as (when the grader is root), and what it can reach.
 
-A uid is one job's alone while the job runs: it is claimed with a lock that lives as long as
-the grader holding it (so two graders on one machine never share a uid, and a crashed grader's
-uids become free), it is handed out only when no process of it is left, and it is retired
-for good when one survives the sweep. Each claimed uid also gets a pids cgroup where the
-machine offers a writable one, so the process limit holds whatever the job's processes do.
+A uid is one job's alone while the job runs: it is claimed with a lock that lives as long
+as the grader holding it (two graders on one machine never share a uid; a crashed grader's
+uids become free), it is handed out only when it names no user and runs no process, and it
+is retired for good when one of its job's processes survives the sweep. Each claimed uid
+also gets a pids cgroup where the machine offers a writable one, so the process limit holds
+whatever the job's processes do.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import pwd
 import queue
 import sys
 import threading
@@ -19,10 +21,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, NamedTuple
 
+import psutil
+
 from grader._sandbox._sweep import end_cgroup, end_uid
 
-FIRST_UID = 61000
-UID_RANGE = 2000
+# A range no distribution or systemd hands out (its docs list 1879048192-2147483647 as
+# unused: below it are container ranges, above it tools that read uids as signed).
+FIRST_UID = 1_900_000_000
+UID_RANGE = 100_000
 LOCK_DIR = Path("/run/lock/grader-uids")
 V1_PIDS = Path("/sys/fs/cgroup/pids")
 V2_ROOT = Path("/sys/fs/cgroup")
@@ -98,7 +104,7 @@ class UserPool:
                 except OSError:
                     lock.close()  # another grader's job runs as this uid
                     continue
-                if end_uid(uid):  # a crashed grader's leftovers are ended first
+                if not _taken(uid):
                     self._locks[uid] = lock
                     return JobUser(uid, uid, _pids_cgroup(uid, self._processes))
                 lock.close()
@@ -112,6 +118,16 @@ class UserPool:
             lock = self._locks.pop(uid, None)
         if lock is not None:
             lock.close()
+
+
+def _taken(uid: int) -> bool:
+    """A uid someone has, or that still runs a process: never ours to use (or to end)."""
+    try:
+        pwd.getpwuid(uid)
+        return True
+    except KeyError:
+        pass
+    return any(uid in (p.info["uids"] or ()) for p in psutil.process_iter(["uids"]))
 
 
 def _pids_cgroup(uid: int, processes: int) -> Path | None:

@@ -7,18 +7,27 @@ Run as root (per-job uids and pids cgroups) and as a normal user (a user namespa
 
 from __future__ import annotations
 
+import csv
+import io
+import json
 import os
 import secrets
+import shutil
+import subprocess
+import sys
 import textwrap
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
 
-from coursekit.layout import SOLUTIONS
+from coursekit.layout import SCAFFOLD, SOLUTIONS
+from grader import GradeOptions, grade_submissions
+from grader._grade import release
 from grader._sandbox import JobUser, Limits, RunOutcome, UserPool, end_every_run, run_tests
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
@@ -310,3 +319,111 @@ def test_no_checkout_or_solution_is_visible_anywhere(tmp_path: Path) -> None:
     finally:
         (Path.home() / marker).unlink(missing_ok=True)
     assert results["test_search_the_whole_filesystem"] is True, results.output
+
+
+# End to end: the grader's own view of results and submissions.
+
+READ = "src/picourse/coding_tools/read.py"
+
+
+def solution_with(destination: Path, extra: str) -> Path:
+    """The reference modules, with ``extra`` at the end of read.py."""
+    solution = SOLUTIONS / "08-coding-tools"
+    shutil.copytree(solution / "src", destination / "src")
+    read = destination / READ
+    read.write_text(read.read_text() + "\n" + extra)
+    return destination
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    root = tmp_path_factory.mktemp("red-team")
+    subs = root / "subs"
+    subs.mkdir()
+    # Honest code that reaches for inspect, gc, importlib, setattr and names conftest.py.
+    solution_with(
+        subs / "honest-variant",
+        "import gc, importlib, inspect\n"
+        "setattr(inspect, '_unused_by_the_lab', gc.collect())\n"
+        "_SKIP = ('conftest.py', 'results.json')\n"
+        "_json = importlib.import_module('json')\n",
+    )
+    solution_with(subs / "reaches-into-pytest", "import _pytest.runner  # noqa: F401\n")
+    (subs / "untouched").mkdir()
+    shutil.copytree(SCAFFOLD / "template/src", subs / "untouched/src", dirs_exist_ok=True)
+    linked = subs / "linked-src"
+    linked.mkdir()
+    (linked / "src").symlink_to(SOLUTIONS / "08-coding-tools/src")
+    out = root / "out"
+    grade_submissions(subs, out, GradeOptions(jobs=2, limits=Limits(wall_seconds=120)))
+    return subs, out
+
+
+def result_of(out: Path, student: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((out / "submissions" / student / "result.json").read_text())
+    return data
+
+
+def test_honest_variants_of_the_scan_signals_get_full_credit(graded: tuple[Path, Path]) -> None:
+    result = result_of(graded[1], "honest-variant")
+    assert (result["status"], result["score"]) == ("graded", 100), result["reason"]
+    assert "no effect on the score" in result["reason"], "the reviewer still sees the notes"
+
+
+def test_a_symlinked_src_is_refused_before_it_is_read(graded: tuple[Path, Path]) -> None:
+    result = result_of(graded[1], "linked-src")
+    assert (result["status"], result["score"]) == ("invalid", 0)
+    assert "symbolic link" in result["reason"]
+
+
+def test_a_forged_result_is_graded_again_and_a_released_flag_keeps_its_credit(
+    graded: tuple[Path, Path],
+) -> None:
+    subs, out = graded
+    flagged = result_of(out, "reaches-into-pytest")
+    assert (flagged["status"], flagged["score"]) == ("flagged", 0)
+    assert "passed tests worth 130 points" in flagged["reason"]  # 100 + the optional stages
+    forged = result_of(out, "untouched")
+    assert forged["score"] == 0
+    forged["stages"] = [dict(s, score=s["max_score"]) for s in forged["stages"]]
+    (out / "submissions/untouched/result.json").write_text(json.dumps(forged))
+    honest = (out / "submissions/honest-variant/result.json").read_bytes()
+
+    released = release(out, "reaches-into-pytest")
+    assert (released.status, released.score) == ("graded", 100)
+    grade_submissions(subs, out, GradeOptions(jobs=2, limits=Limits(wall_seconds=120)))
+
+    assert result_of(out, "untouched")["score"] == 0, "the forgery was graded again"
+    assert result_of(out, "reaches-into-pytest")["score"] == 100, "a release survives a rerun"
+    assert (out / "submissions/honest-variant/result.json").read_bytes() == honest
+    rows = {
+        r["student"]: r for r in csv.DictReader(io.StringIO((out / "gradebook.csv").read_text()))
+    }
+    assert (rows["untouched"]["total"], rows["reaches-into-pytest"]["total"]) == ("0", "100")
+
+
+HANGS_WITH_A_DAEMON = """
+import os, subprocess
+
+subprocess.Popen(["sleep", {token!r}], start_new_session=True)
+while True:
+    os.pause()
+"""
+
+
+def test_a_grader_killed_from_outside_takes_its_jobs_with_it(tmp_path: Path) -> None:
+    token = f"{700 + secrets.randbelow(10_000) / 10_000:.4f}"
+    subs = tmp_path / "subs"
+    (subs / "stuck" / "src/picourse/coding_tools").mkdir(parents=True)
+    (subs / "stuck" / READ).write_text(HANGS_WITH_A_DAEMON.format(token=token))
+    grader = subprocess.Popen(
+        [sys.executable, "-m", "grader", "grade", str(subs), "--out", str(tmp_path / "out")],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        _wait_for(lambda: bool(survivors_now(token)), "the job's daemon to start")
+    finally:
+        grader.kill()
+        grader.wait()
+    assert survivors(token) == [], "the job outlived the grader"

@@ -12,15 +12,18 @@ import pytest
 from grader._sandbox import Limits, UserPool, bwrap_available, run_tests
 
 INSIDE = """
-import os, socket, pytest
+import contextlib, os, socket, sys, pytest
 
 def test_no_network():
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", {port}), timeout=2)
 
-def test_the_filesystem_is_read_only_outside_the_workdir():
-    with pytest.raises(OSError):
-        open({outside!r}, "w")
+def test_writes_outside_the_private_tmp_fail_or_stay_in_it():
+    for system in (sys.prefix, "/usr", "/etc"):
+        with pytest.raises(OSError):
+            open(os.path.join(system, "escape.txt"), "w")
+    with contextlib.suppress(OSError):  # under /tmp: lands in the private tmpfs, if at all
+        open({outside!r}, "w").close()
 
 def test_paths_outside_the_allowlist_do_not_exist():
     assert not os.path.exists({secret!r})
@@ -65,7 +68,7 @@ def test_bubblewrap_isolates_the_run(tmp_path: Path) -> None:
     assert outcome.isolation == "bwrap" and outcome.ended, outcome.output_tail
     assert results == {
         "test_no_network": True,
-        "test_the_filesystem_is_read_only_outside_the_workdir": True,
+        "test_writes_outside_the_private_tmp_fail_or_stay_in_it": True,
         "test_paths_outside_the_allowlist_do_not_exist": True,
         "test_the_tests_and_the_workdir_are_read_only": True,
         "test_only_the_private_tmp_is_writable_and_home_is_there": True,

@@ -59,7 +59,10 @@ def bwrap_prefix(workdir: Path, plugin_dir: Path, limits: Limits) -> list[str]:
         command += [*_traversable(prefix), "--ro-bind", str(prefix), str(prefix)]
     command += [*_traversable(plugin_dir), "--ro-bind", str(plugin_dir), str(plugin_dir)]
     command += [*_traversable(workdir), "--ro-bind", str(workdir), str(workdir)]
-    command += ["--remount-ro", "/dev"]  # device nodes still work; files go to /dev/shm
+    # bwrap's own root (a tmpfs holding the mount points) and /dev are the job's to write in
+    # a user namespace: read-only, so /tmp and /dev/shm (with their sizes) are all there is.
+    # Device nodes still work on a read-only mount.
+    command += ["--remount-ro", "/", "--remount-ro", "/dev"]
     command += ["--setenv", "HOME", PRIVATE_TMP, "--setenv", "TMPDIR", PRIVATE_TMP]
     command += ["--chdir", str(workdir), "--"]
     return command

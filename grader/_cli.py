@@ -1,6 +1,7 @@
 """python -m grader: grade a folder of submissions, or export a Gradescope autograder.
 
 python -m grader grade SUBMISSIONS [--out DIR] [-j N] [--regrade] [--sandbox MODE]
+python -m grader release NAME --out DIR       (a flagged submission, after review)
 python -m grader export gradescope --out autograder.zip
 """
 
@@ -8,15 +9,17 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from pathlib import Path
+from types import FrameType
 
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from grader import _export, _sandbox, _signatures, _similarity
-from grader._grade import GradeOptions, OutputBusy, grade_submissions
+from grader._grade import GradeOptions, OutputBusy, grade_submissions, release
 from grader._intake import InvalidSubmission, survey
 from grader.model import SubmissionResult
 
@@ -48,9 +51,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     grade.add_argument(
         "--sandbox",
-        choices=["auto", "bwrap", "none"],
+        choices=["auto", "bwrap", "unsafe-none"],
         default="auto",
-        help="bwrap: require bubblewrap; auto: use it when installed",
+        help="auto and bwrap: refuse to grade without a working bubblewrap sandbox; "
+        "unsafe-none: run student code unconfined (every result records it)",
     )
     defaults = _sandbox.Limits()
     grade.add_argument(
@@ -71,6 +75,17 @@ def main(argv: list[str] | None = None) -> int:
         default=defaults.memory_bytes >> 20,
         help=f"address-space limit in MiB (default {defaults.memory_bytes >> 20})",
     )
+    grade.add_argument(
+        "--disk-mib",
+        type=int,
+        default=defaults.disk_bytes >> 20,
+        help=f"size of each run's private /tmp in MiB (default {defaults.disk_bytes >> 20})",
+    )
+    released = commands.add_parser(
+        "release", help="give a flagged submission its credit after you reviewed it"
+    )
+    released.add_argument("name", help="the student's name, as in the gradebook")
+    released.add_argument("--out", type=Path, default=Path("grader-output"))
     export = commands.add_parser("export", help="build an autograder for a course platform")
     export.add_argument("platform", choices=["gradescope"])
     export.add_argument("--out", type=Path, default=Path("autograder.zip"))
@@ -85,6 +100,13 @@ def main(argv: list[str] | None = None) -> int:
             return _signatures.run(args)
         if args.command == "similarity":
             return _similarity.run(args)
+        if args.command == "release":
+            result = release(args.out, args.name)
+            console.print(
+                f"{result.student}: {result.score:g} / {result.max_score:g}, bonus "
+                f"{result.bonus:g}, released; class reports in {args.out} rebuilt"
+            )
+            return 0
         if args.command == "export":
             path = _export.build_gradescope_bundle(args.out)
             console.print(
@@ -97,9 +119,20 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
+def _end_runs_and_exit(signum: int, frame: FrameType | None) -> None:
+    """A grader stopped from outside takes every run it started with it."""
+    _sandbox.end_every_run()
+    os._exit(128 + signum)
+
+
 def _grade(args: argparse.Namespace) -> int:
+    for stop in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(stop, _end_runs_and_exit)
     limits = _sandbox.Limits(
-        wall_seconds=args.wall, test_seconds=args.test_timeout, memory_bytes=args.memory_mib << 20
+        wall_seconds=args.wall,
+        test_seconds=args.test_timeout,
+        memory_bytes=args.memory_mib << 20,
+        disk_bytes=args.disk_mib << 20,
     )
     options = GradeOptions(
         jobs=args.jobs, regrade=args.regrade, sandbox=args.sandbox, limits=limits

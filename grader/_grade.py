@@ -23,16 +23,22 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import psutil
+
 from coursekit.assemble import add_lab_tests, render_scaffold
 from coursekit.lab import Lab, load_lab
-from coursekit.layout import SCAFFOLD, SOLUTIONS
+from coursekit.layout import SCAFFOLD
 from grader import _sandbox
 from grader._diagnosis import Diagnoser
 from grader._intake import InvalidSubmission, Submission, lab_modules, survey
-from grader._scan import suspicious
+from grader._links import refuse_links
+from grader._scan import ScanReport, scan
 from grader._scoring import InventoryItem, collect_inventory, score
+from grader._store import ResultStore
 from grader.model import Status, SubmissionResult, truncate
 from grader.report import write_class_reports, write_submission_reports
+
+STAGING_PREFIX = "grader-staging-"
 
 
 @dataclass
@@ -63,21 +69,30 @@ def grade_submissions(
     lab = load_lab("08")
     found, skipped = survey(submissions)
     out.mkdir(parents=True, exist_ok=True)
-    with _holding(out), tempfile.TemporaryDirectory(prefix="grader-") as staging_dir:
+    with _holding(out):
         _clean_leftovers(out / "submissions")
-        session = _Session.start(lab, options, Path(staging_dir), [submissions, out])
-        pending = [s for s in found if options.regrade or not _up_to_date(out, s, session.key)]
-        with ThreadPoolExecutor(max_workers=max(1, options.jobs)) as pool:
-            futures = [pool.submit(session.grade, s) for s in pending]
-            try:
-                for future in as_completed(futures):
-                    result = _record(out, future.result())
-                    if on_done is not None:
-                        on_done(result)
-            except BaseException:
-                pool.shutdown(cancel_futures=True)
-                raise
-        results = stored_results(out)
+        store = ResultStore(out)
+        _remove_stale_staging()
+        staging = tempfile.TemporaryDirectory(prefix=f"{STAGING_PREFIX}{os.getpid()}-")
+        with (
+            _sandbox.UserPool(options.jobs, options.limits.processes) as users,
+            staging as directory,
+        ):
+            session = _Session.start(lab, options, Path(directory), users, store)
+            pending = [
+                s for s in found if options.regrade or not _up_to_date(store, s, session.key)
+            ]
+            with ThreadPoolExecutor(max_workers=max(1, options.jobs)) as pool:
+                futures = [pool.submit(session.grade, s) for s in pending]
+                try:
+                    for future in as_completed(futures):
+                        result = _record(out, store, future.result())
+                        if on_done is not None:
+                            on_done(result)
+                except BaseException:
+                    pool.shutdown(cancel_futures=True)
+                    raise
+        results = stored_results(store)
         write_class_reports(out, lab, results, skipped)
     return results
 
@@ -102,10 +117,11 @@ def _holding(out: Path) -> Iterator[None]:
         yield
 
 
-def _record(out: Path, result: SubmissionResult) -> SubmissionResult:
-    """Write one submission's reports; a result that cannot be rendered becomes an error."""
+def _record(out: Path, store: ResultStore, result: SubmissionResult) -> SubmissionResult:
+    """Seal and write one submission's result; one that cannot be rendered becomes an error."""
     directory = out / "submissions" / result.student
     try:
+        store.seal(result)
         write_submission_reports(directory, result)
     except Exception as error:  # noqa: BLE001 - a report the grader cannot write is its failure
         result = SubmissionResult(
@@ -117,54 +133,93 @@ def _record(out: Path, result: SubmissionResult) -> SubmissionResult:
             input_digest=result.input_digest,
             grading_key=result.grading_key,
         )
+        store.seal(result)
         write_submission_reports(directory, result)
     return result
+
+
+def release(out: Path, student: str) -> SubmissionResult:
+    """Give a flagged submission, after review, the credit its run earned."""
+    with _holding(out):
+        store = ResultStore(out)
+        current = store.load(student)
+        if current is None:
+            raise InvalidSubmission(f"no result for {student!r} in {out}: grade it first")
+        if current.status != "flagged":
+            raise InvalidSubmission(
+                f"{student} is {current.status}, not flagged: nothing to release"
+            )
+        held = store.held(student)
+        if held is None or (held.input_digest, held.grading_key) != (
+            current.input_digest,
+            current.grading_key,
+        ):
+            raise InvalidSubmission(
+                f"no held credit for {student}'s current result: grade it again with --regrade"
+            )
+        store.seal(held)
+        write_submission_reports(out / "submissions" / student, held)
+        store.forget_held(student)
+        write_class_reports(out, load_lab("08"), stored_results(store))
+    return held
 
 
 @dataclass
 class _Session:
     """What every submission of one grading run shares: the pristine copy, the test
-    inventory, the paths to hide from student code and the pool of unprivileged users."""
+    inventory, the pool of unprivileged users and the store of trusted results."""
 
     lab: Lab
     options: GradeOptions
     staging: Path
     pristine: Path
     inventory: list[InventoryItem]
-    hidden: list[Path]
     key: str
     users: _sandbox.UserPool
+    store: ResultStore
     diagnose: Diagnoser
 
     @classmethod
-    def start(cls, lab: Lab, options: GradeOptions, staging: Path, private: list[Path]) -> _Session:
+    def start(
+        cls,
+        lab: Lab,
+        options: GradeOptions,
+        staging: Path,
+        users: _sandbox.UserPool,
+        store: ResultStore,
+    ) -> _Session:
+        with users.user() as user:  # refuse now, not once per submission
+            _sandbox.require_sandbox(options.sandbox, options.limits, user)
         # Traversable but not listable: a job's unprivileged user reaches its own directory
         # without seeing its neighbours' names.
         staging.chmod(0o711)
         pristine = staging / "pristine"
         render_scaffold(lab, pristine)
         add_lab_tests(lab, pristine)
-        hidden = [SOLUTIONS, staging, *(p.resolve() for p in private)]
         return cls(
             lab,
             options,
             staging,
             pristine,
             collect_inventory(lab, pristine),
-            hidden,
             grading_key(lab),
-            _sandbox.UserPool(options.jobs),
+            users,
+            store,
             Diagnoser(lab, pristine / "tests"),
         )
 
     def grade(self, submission: Submission) -> SubmissionResult:
         """Always a result: the student's failures as theirs, the grader's as ``error``."""
         started = time.monotonic()
-        digest = ""
+        digest = ""  # a refused submission is looked at again on every run
         for attempt in (1, 2):
             try:
+                refuse_links(submission.source)
                 digest = submission.digest()
-                result = self._attempt(submission)
+                result, credited = self._attempt(submission)
+                if credited is not None:
+                    credited.input_digest, credited.grading_key = digest, self.key
+                    self.store.hold(submission.student, credited)
                 break
             except InvalidSubmission as error:
                 result = self._unscored(submission, "invalid", str(error))
@@ -186,7 +241,7 @@ class _Session:
         result.seconds = round(time.monotonic() - started, 2)
         return result
 
-    def _attempt(self, submission: Submission) -> SubmissionResult:
+    def _attempt(self, submission: Submission) -> tuple[SubmissionResult, SubmissionResult | None]:
         # A random name: a student's name never reaches a path the job sees (PYTHONPATH).
         scratch = Path(tempfile.mkdtemp(prefix="job-", dir=self.staging))
         try:
@@ -204,18 +259,18 @@ class _Session:
         return result
 
     def _grade(
-        self, submission: Submission, scratch: Path, user: tuple[int, int] | None
-    ) -> SubmissionResult:
+        self, submission: Submission, scratch: Path, user: _sandbox.JobUser | None
+    ) -> tuple[SubmissionResult, SubmissionResult | None]:
+        """The result, and for a flagged run the credit it earned, held for review."""
         modules = lab_modules(submission, self.lab, scratch)
-        flags = _scan(modules)
+        findings = _scan(modules)
+        flags = list(findings.verdict)
         workdir = scratch / "work"
         shutil.copytree(self.pristine, workdir)
         for module, content in modules.items():
             (workdir / module).write_bytes(content)
         limits = self.options.limits
-        outcome = _sandbox.run_tests(
-            workdir, scratch, self.hidden, limits, self.options.sandbox, user
-        )
+        outcome = _sandbox.run_tests(workdir, scratch, limits, self.options.sandbox, user)
         if not outcome.records and not outcome.timed_out:
             # Not one record, not even the plugin's first: the test process never started
             # (a sandbox or system failure), so no student code ran.
@@ -224,6 +279,7 @@ class _Session:
                 + " | ".join(outcome.output_tail.strip().splitlines()[-3:])
             )
         flags += _run_flags(outcome)
+        credited = None
         stages, tests, bonus, max_bonus = score(
             self.lab, self.inventory, outcome.records, credit=not flags
         )
@@ -231,7 +287,19 @@ class _Session:
             submission.student, "graded", "", outcome.isolation, stages, tests, bonus, max_bonus
         )
         if flags:
-            would, *_ = score(self.lab, self.inventory, outcome.records, credit=True)
+            would, tests, bonus, max_bonus = score(
+                self.lab, self.inventory, outcome.records, credit=True
+            )
+            credited = SubmissionResult(
+                submission.student,
+                "graded",
+                truncate("released after review of: " + "; ".join(flags), 2000),
+                outcome.isolation,
+                would,
+                tests,
+                bonus,
+                max_bonus,
+            )
             result.status = "flagged"
             result.reason = truncate(
                 "; ".join(flags) + " (the run itself passed tests worth "
@@ -252,12 +320,16 @@ class _Session:
                 "passed before it still count. Last output: " + " | ".join(tail),
                 2000,
             )
-        return result
+        elif findings.notes:
+            result.reason = truncate(
+                "for review, no effect on the score: " + "; ".join(findings.notes), 2000
+            )
+        return result, credited
 
 
-def _scan(modules: dict[str, bytes]) -> list[str]:
+def _scan(modules: dict[str, bytes]) -> ScanReport:
     with _SCAN_LOCK:
-        return suspicious(modules)
+        return scan(modules)
 
 
 class _JobNeverStarted(Exception):
@@ -290,9 +362,15 @@ def grading_key(lab: Lab) -> str:
     return hasher.hexdigest()[:16]
 
 
-def _up_to_date(out: Path, submission: Submission, key: str) -> bool:
-    previous = _load(out / "submissions" / submission.student)
-    if previous is None or previous.status == "error" or previous.grading_key != key:
+def _up_to_date(store: ResultStore, submission: Submission, key: str) -> bool:
+    """Only a result the grader sealed can make a rerun skip a submission."""
+    previous = store.load(submission.student)
+    if (
+        previous is None
+        or previous.status == "error"
+        or previous.input_digest == ""
+        or previous.grading_key != key
+    ):
         return False
     try:
         return previous.input_digest == submission.digest()
@@ -300,21 +378,23 @@ def _up_to_date(out: Path, submission: Submission, key: str) -> bool:
         return False  # graded again, and recorded as invalid with the reason
 
 
-def stored_results(out: Path) -> list[SubmissionResult]:
-    """Every result in OUT, also of students not in this run's submissions folder (a run over
-    late submissions keeps the class)."""
-    folder = out / "submissions"
-    if not folder.is_dir():
-        return []
-    loaded = (_load(entry) for entry in sorted(folder.iterdir()) if not entry.name.startswith("."))
+def stored_results(store: ResultStore) -> list[SubmissionResult]:
+    """Every sealed result in OUT, also of students not in this run's submissions folder (a
+    run over late submissions keeps the class)."""
+    loaded = (store.load(student) for student in store.students())
     return [result for result in loaded if result is not None]
 
 
-def _load(directory: Path) -> SubmissionResult | None:
-    try:
-        return SubmissionResult.from_json((directory / "result.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError, TypeError, KeyError):
-        return None
+def _remove_stale_staging() -> None:
+    """The staging of a grader that was killed: its runs died with it (see _sandbox)."""
+    for entry in Path(tempfile.gettempdir()).glob(f"{STAGING_PREFIX}*-*"):
+        pid = entry.name.removeprefix(STAGING_PREFIX).split("-")[0]
+        try:
+            owned = entry.lstat().st_uid == os.geteuid() and not entry.is_symlink()
+        except OSError:
+            continue
+        if owned and pid.isdigit() and not psutil.pid_exists(int(pid)):
+            shutil.rmtree(entry, ignore_errors=True)
 
 
 def _clean_leftovers(directory: Path) -> None:

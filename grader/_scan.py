@@ -1,20 +1,46 @@
-"""A static look at the student's modules for reaching into the test machinery.
+"""A static look at the student's modules, parsed as Python itself would parse them.
 
-Some in-process tricks cannot be undone after the fact (patching pytest, the grader's
-plugin, frames); a submission that reaches for these tools is flagged for a human to
-look at rather than silently credited.
+Two kinds of finding. ``verdict``: reaching for the test machinery in ways no honest
+solution of this lab does (importing or naming pytest's internals or the grader, walking
+frames, installing trace hooks, searching the heap for other objects): the run's credit is
+held until a person releases it. ``notes``: tools honest solutions do use now and then
+(``inspect``, ``setattr``, ``gc``, ``importlib``, ``os._exit`` in a fork child, ``exec``, a
+string naming ``conftest.py``): shown to the reviewer, never costing credit.
 """
 
 from __future__ import annotations
 
 import ast
+import io
+import threading
+import tokenize
+from collections.abc import Collection
+from dataclasses import dataclass, field
 
-SUSPECT_MODULES = {
-    "pytest",
-    "_pytest",
-    "pluggy",
-    "grader",
-    "grader_plugin",
+# Names of the test machinery, as modules to import or as strings to look up at run time.
+MACHINERY = ("pytest", "_pytest", "pluggy", "grader", "grader_plugin", "conftest")
+MACHINERY_STRINGS = ("_pytest", "pluggy", "grader_plugin", "grader_channel")
+FRAME_AND_HEAP = {
+    "_getframe",
+    "_current_frames",
+    "f_back",
+    "f_globals",
+    "f_locals",
+    "tb_frame",
+    "gi_frame",
+    "cr_frame",
+    "ag_frame",
+    "settrace",
+    "setprofile",
+    "addaudithook",
+    "meta_path",
+    "path_hooks",
+    "__subclasses__",
+    "get_referrers",
+    "get_referents",
+    "get_objects",
+}
+NOTED_MODULES = {
     "ctypes",
     "gc",
     "inspect",
@@ -26,69 +52,90 @@ SUSPECT_MODULES = {
     "tracemalloc",
     "unittest",
 }
-SUSPECT_CALLS = {"exec", "eval", "compile", "__import__", "globals", "setattr", "delattr"}
-SUSPECT_ATTRIBUTES = {
-    "modules",
-    "_getframe",
-    "settrace",
-    "setprofile",
-    "meta_path",
-    "path_hooks",
-    "f_back",
-    "f_globals",
-    "f_locals",
-    "tb_frame",
-    "gi_frame",
-    "cr_frame",
-    "__code__",
-    "__globals__",
-    "__builtins__",
-    "__subclasses__",
-    "_exit",
-    "addaudithook",
-}
-SUSPECT_STRINGS = (
-    "solutions/",
-    "/solutions",
-    "conftest.py",
-    "results.json",
-    "/autograder",
-    "junit",
-)
+NOTED_CALLS = {"exec", "eval", "compile", "__import__", "globals", "setattr", "delattr"}
+NOTED_ATTRIBUTES = {"modules", "__code__", "__globals__", "__builtins__", "_exit"}
+NOTED_STRINGS = ("solutions/", "/solutions", "conftest.py", "results.json", "/autograder", "junit")
+
+# CPython's parser is not safe to run from two threads at once (gh-106905).
+_parser = threading.Lock()
+
+
+@dataclass
+class ScanReport:
+    verdict: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def scan(modules: dict[str, bytes]) -> ScanReport:
+    report = ScanReport()
+    for name, source in sorted(modules.items()):
+        encoding = _declared_encoding(source)
+        if encoding not in ("utf-8", "utf-8-sig"):
+            report.notes.append(f"{name}: declares the source encoding {encoding}")
+        try:
+            with _parser:
+                tree = ast.parse(source)  # bytes: the coding cookie is honoured, as on import
+        except (SyntaxError, ValueError):
+            continue  # it does not import either: its tests fail on their own
+        for node in ast.walk(tree):
+            where = f"{name}:{getattr(node, 'lineno', '?')}"
+            if found := _machinery(node):
+                report.verdict.append(f"{where}: {found}")
+            elif found := _noted(node):
+                report.notes.append(f"{where}: {found}")
+    return report
 
 
 def suspicious(modules: dict[str, bytes]) -> list[str]:
-    reasons = []
-    for name, source in sorted(modules.items()):
-        try:
-            tree = ast.parse(source.decode("utf-8", "replace"))
-        except SyntaxError:
-            continue  # it simply fails its tests
-        for node in ast.walk(tree):
-            found = _finding(node)
-            if found:
-                reasons.append(f"{name}:{getattr(node, 'lineno', '?')}: {found}")
-    return reasons
+    """The findings that hold credit back."""
+    return scan(modules).verdict
 
 
-def _finding(node: ast.AST) -> str | None:
+def _declared_encoding(source: bytes) -> str:
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(source).readline)
+    except SyntaxError:
+        return "unknown"
+    return encoding
+
+
+def _import_of(node: ast.AST, modules: Collection[str]) -> str | None:
+    names: list[str] = []
     if isinstance(node, ast.Import):
-        for alias in node.names:
-            if alias.name.split(".")[0] in SUSPECT_MODULES:
-                return f"imports {alias.name}"
-    if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in SUSPECT_MODULES:
-        return f"imports from {node.module}"
+        names = [alias.name for alias in node.names]
+    elif isinstance(node, ast.ImportFrom):
+        names = [node.module or ""]
+    return next((name for name in names if name.split(".")[0] in modules), None)
+
+
+def _machinery(node: ast.AST) -> str | None:
+    if module := _import_of(node, MACHINERY):
+        return f"imports {module}"
+    if isinstance(node, ast.Attribute) and node.attr in FRAME_AND_HEAP:
+        return f"uses .{node.attr}"
+    if word := _string_with(node, MACHINERY_STRINGS):
+        return f"names {word!r}"
+    return None
+
+
+def _noted(node: ast.AST) -> str | None:
+    if module := _import_of(node, NOTED_MODULES):
+        return f"imports {module}"
     if (
         isinstance(node, ast.Call)
         and isinstance(node.func, ast.Name)
-        and (node.func.id in SUSPECT_CALLS)
+        and (node.func.id in NOTED_CALLS)
     ):
         return f"calls {node.func.id}()"
-    if isinstance(node, ast.Attribute) and node.attr in SUSPECT_ATTRIBUTES:
+    if isinstance(node, ast.Attribute) and node.attr in NOTED_ATTRIBUTES:
         return f"uses .{node.attr}"
+    if word := _string_with(node, NOTED_STRINGS):
+        return f"mentions {word!r}"
+    return None
+
+
+def _string_with(node: ast.AST, words: tuple[str, ...]) -> str | None:
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         lowered = node.value.lower()
-        for word in SUSPECT_STRINGS:
-            if word in lowered:
-                return f"mentions {word!r}"
+        return next((word for word in words if word in lowered), None)
     return None

@@ -1,14 +1,16 @@
-"""Run a grading directory's tests in a separate, limited process and collect the plugin's
+"""Run a grading directory's tests in a separate, confined process and collect the plugin's
 signed records.
 
-Isolation, from the outside in: a new session (so the whole group can be killed), a wall
-limit enforced by this process, resource limits (address space, processes, file size, no
-core files), a scrubbed environment with a temporary HOME, an unprivileged user when the
-grader runs as root (root is exempt from the process limit), and, when bubblewrap is
-available, no network and a read-only view of the filesystem in which only the grading
-directory is writable and solutions, submissions and reports are hidden.
+Isolation, from the outside in: bubblewrap (required unless the instructor asks for
+``unsafe-none`` by name) gives each run new user, pid, network, IPC and UTS namespaces and an
+allowlist view of the filesystem (system directories and the interpreter read-only, the
+grading directory read-only, a private size-limited /tmp); as root, each parallel job runs as
+its own unprivileged uid with its own pids cgroup; the process limit is counted per job (per
+uid or per user namespace), never shared; a wall limit is enforced by the grader; every run
+dies with the grader; and a uid is reused only once none of its processes is left.
 """
 
+from grader._sandbox._check import require_sandbox
 from grader._sandbox._limits import Limits
 from grader._sandbox._run import (
     RunOutcome,
@@ -17,16 +19,19 @@ from grader._sandbox._run import (
     bwrap_available,
     run_tests,
 )
-from grader._sandbox._sweep import RUN_MARKER
-from grader._sandbox._users import UserPool
+from grader._sandbox._sweep import RUN_MARKER, end_every_run
+from grader._sandbox._users import JobUser, UserPool
 
 __all__ = [
     "RUN_MARKER",
+    "JobUser",
     "Limits",
     "RunOutcome",
     "SandboxError",
     "SandboxMode",
     "UserPool",
     "bwrap_available",
+    "end_every_run",
+    "require_sandbox",
     "run_tests",
 ]

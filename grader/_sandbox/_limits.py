@@ -2,9 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import ctypes.util
 import os
 import resource
+import signal
+import sys
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from grader._sandbox._users import JobUser
+
+_PR_SET_PDEATHSIG = 1
+# Loaded before any fork: only the call itself happens in the child.
+_libc = ctypes.CDLL(ctypes.util.find_library("c")) if sys.platform == "linux" else None
 
 
 @dataclass(frozen=True)
@@ -14,15 +27,24 @@ class Limits:
     memory_bytes: int = 1 << 30  # address space; the reference solution needs far less
     processes: int = 128
     file_bytes: int = 1 << 30
+    disk_bytes: int = 1 << 30  # the private /tmp of a sandboxed run (a 300 MB test file)
 
 
-def apply_limits(limits: Limits, user: tuple[int, int] | None) -> None:
-    """Runs in the child between fork and exec."""
+def apply_limits(limits: Limits, user: JobUser | None, drop: bool) -> None:
+    """Runs in the child between fork and exec. ``drop``: change to ``user`` here (without
+    a sandbox; bubblewrap's runs change user inside and count processes per namespace)."""
+    if _libc is not None:
+        # The run dies with the grader, even when the grader is killed with SIGKILL.
+        _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if user is not None and user.cgroup is not None:
+        with contextlib.suppress(OSError):  # the per-uid limit still holds
+            (user.cgroup / "cgroup.procs").write_text(str(os.getpid()))
     resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
     resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    resource.setrlimit(resource.RLIMIT_NPROC, (limits.processes, limits.processes))
-    if user is not None:
+    if drop:
+        resource.setrlimit(resource.RLIMIT_NPROC, (limits.processes, limits.processes))
+    if drop and user is not None:
         os.setgroups([])
-        os.setgid(user[1])
-        os.setuid(user[0])
+        os.setgid(user.gid)
+        os.setuid(user.uid)

@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 from grader import _plugin
-from grader._sandbox._argv import bwrap_prefix
+from grader._sandbox._argv import as_user, bwrap_prefix, inner_limits
 from grader._sandbox._channel import keep_tail, read_lines, verify
 from grader._sandbox._limits import Limits, apply_limits
 from grader._sandbox._sweep import RUN_MARKER, kill_everything
-from grader._sandbox._users import closed_ancestors, give_to, interpreter_paths
+from grader._sandbox._users import JobUser, closed_ancestors, give_to, interpreter_paths
 
-SandboxMode = Literal["auto", "bwrap", "none"]
+SandboxMode = Literal["auto", "bwrap", "unsafe-none"]
 
 
 @dataclass
@@ -43,24 +43,23 @@ class SandboxError(Exception):
 
 
 def bwrap_available() -> bool:
-    return shutil.which("bwrap") is not None and shutil.which("setpriv") is not None
+    return all(shutil.which(tool) for tool in ("bwrap", "setpriv", "prlimit"))
 
 
 def run_tests(
     workdir: Path,
     scratch: Path,
-    hidden: list[Path],
     limits: Limits,
     mode: SandboxMode,
-    user: tuple[int, int] | None,
+    user: JobUser | None,
 ) -> RunOutcome:
     """``user``: the uid and gid to run as (when the grader is root), one per parallel job,
     so that one submission's process limit never counts another's processes."""
-    use_bwrap = mode == "bwrap" or (mode == "auto" and bwrap_available())
-    if mode == "bwrap" and not bwrap_available():
+    use_bwrap = mode != "unsafe-none"
+    if use_bwrap and not bwrap_available():
         raise SandboxError(
-            "--sandbox bwrap needs bubblewrap (bwrap) and setpriv (util-linux); install them "
-            "or use --sandbox none"
+            "grading needs bubblewrap (bwrap) and setpriv and prlimit (util-linux): "
+            "apt-get install bubblewrap util-linux"
         )
     plugin_dir = scratch / "plugin"
     plugin_dir.mkdir(mode=0o755)
@@ -69,7 +68,7 @@ def run_tests(
     home = workdir / ".home"
     home.mkdir()
     if user is not None and not use_bwrap and closed_ancestors(interpreter_paths()):
-        user = None  # the interpreter is out of an unprivileged user's reach: stay root
+        user = None  # unsafe mode only, and recorded: the interpreter is out of its reach
     if user is not None:
         give_to(workdir, user)
     read_end, write_end = os.pipe()
@@ -106,18 +105,12 @@ def run_tests(
     if use_bwrap:
         # bwrap starts as root so that it can mount what it needs; setpriv then drops to
         # the job's user just before Python starts.
-        prefix = bwrap_prefix(workdir, plugin_dir, hidden)
+        prefix = bwrap_prefix(workdir, plugin_dir, limits)
         if user is not None:
-            prefix += [
-                "setpriv",
-                f"--reuid={user[0]}",
-                f"--regid={user[1]}",
-                "--clear-groups",
-                "--",
-            ]
+            prefix += as_user(user)
             drop_in_child = None
-        command = prefix + command
-    isolation = "bwrap" if use_bwrap else "rlimits"
+        command = prefix + inner_limits(limits) + command
+    isolation = "bwrap" if use_bwrap else "unsafe: no sandbox (rlimits only)"
     if os.geteuid() == 0 and user is None:
         isolation += " (as root: no process-count limit)"
     outcome = RunOutcome(isolation=isolation)
@@ -131,7 +124,7 @@ def run_tests(
             stderr=subprocess.STDOUT,
             pass_fds=(write_end,),
             start_new_session=True,
-            preexec_fn=lambda: apply_limits(limits, drop_in_child),
+            preexec_fn=lambda: apply_limits(limits, user, drop=drop_in_child is not None),
         )
     finally:
         os.close(write_end)

@@ -1,4 +1,5 @@
-"""Ending a grading run: its process group, its descendants and its escapees."""
+"""Ending a grading run: its process group, its descendants, its escapees, and whatever a
+job's uid or cgroup still holds."""
 
 from __future__ import annotations
 
@@ -7,10 +8,12 @@ import os
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import psutil
 
 RUN_MARKER = "GRADER_RUN"
+SWEEP_ROUNDS = 200  # a fork bomb under its process limit is ended in a few rounds
 
 
 def kill_everything(process: subprocess.Popen[bytes], marker: str, started: float) -> None:
@@ -26,12 +29,55 @@ def kill_everything(process: subprocess.Popen[bytes], marker: str, started: floa
     for child in descendants:
         with contextlib.suppress(psutil.Error):
             child.kill()
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        alive = [c for c in descendants if _alive(c)]
-        if not alive:
-            return
-        time.sleep(0.01)
+    _wait_gone(descendants)
+
+
+def end_every_run() -> None:
+    """Everything the grader started, now: called when the grader itself is stopped."""
+    with contextlib.suppress(psutil.Error):
+        children = psutil.Process().children(recursive=True)
+        for child in children:
+            with contextlib.suppress(psutil.Error):
+                child.kill()
+
+
+def end_uid(uid: int) -> bool:
+    """Kill every process of ``uid`` until none is left; False if one survives."""
+    for _ in range(SWEEP_ROUNDS):
+        found = [
+            p
+            for p in psutil.process_iter(["uids"])
+            if p.info["uids"] is not None and uid in p.info["uids"] and _alive(p)
+        ]
+        if not found:
+            return True
+        for process in found:
+            with contextlib.suppress(psutil.Error):
+                process.kill()
+        _wait_gone(found, seconds=0.5)
+    return False
+
+
+def end_cgroup(group: Path) -> bool:
+    """Kill every process in a pids cgroup and remove it; False if that fails."""
+    for _ in range(SWEEP_ROUNDS):
+        try:
+            pids = [int(p) for p in (group / "cgroup.procs").read_text().split()]
+        except FileNotFoundError:
+            return True
+        except OSError:
+            return False
+        if not pids:
+            try:
+                group.rmdir()
+            except OSError:
+                continue
+            return True
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.01)  # the kernel reaps them; the next round reads what is left
+    return False
 
 
 def marked(marker: str, started: float) -> list[psutil.Process]:
@@ -45,6 +91,14 @@ def marked(marker: str, started: float) -> list[psutil.Process]:
         except psutil.Error:
             continue
     return found
+
+
+def _wait_gone(processes: list[psutil.Process], seconds: float = 5) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if not [p for p in processes if _alive(p)]:
+            return
+        time.sleep(0.01)
 
 
 def _alive(process: psutil.Process) -> bool:

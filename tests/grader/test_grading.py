@@ -20,7 +20,7 @@ import pytest
 from coursekit import load_lab
 from coursekit.layout import COURSE_ROOT, solution_root
 from grader import GradeOptions, grade_submissions
-from grader._sandbox import Limits, bwrap_available
+from grader._sandbox import Limits
 
 LAB = load_lab("08")
 SAMPLES = COURSE_ROOT / "grader" / "examples" / "submissions"
@@ -57,17 +57,17 @@ EXPECTED = {
     "untouched-scaffold": ("graded", 0.0),
     "hang-swallows-exceptions": ("timeout", 0.0),
     "flood-output": ("graded", 0.0),
-    "fork-without-end": ("flagged", 0.0),
+    "fork-without-end": ("graded", 0.0),  # held to its own process limit
     "allocate-without-end": ("graded", 0.0),
     "cheat-conftest": ("graded", 0.0),
     "cheat-edited-tests": ("graded", 0.0),
     "cheat-exit-at-import": ("graded", 0.0),
-    "cheat-os-exit-at-import": ("flagged", 0.0),
-    "cheat-exit-zero-at-exit": ("flagged", 0.0),
+    "cheat-os-exit-at-import": ("crashed", 0.0),
+    "cheat-exit-zero-at-exit": ("graded", 0.0),
     "cheat-forged-report": ("flagged", 0.0),
     "cheat-patch-pytest": ("flagged", 0.0),
     "cheat-patch-grader-plugin": ("flagged", 0.0),
-    "cheat-read-the-solution": ("flagged", 0.0),
+    "cheat-read-the-solution": ("graded", 0.0),  # nothing to find in the sandbox's view
 }
 
 
@@ -91,8 +91,7 @@ def test_no_sample_affects_another(samples_graded: Path) -> None:
     result = json.loads((samples_graded / "submissions/full-solution/result.json").read_text())
     assert result["status"] == "graded" and result["score"] == 100
     assert result["bonus"] == result["max_bonus"] > 0, "every challenge test passes too"
-    expected = "bwrap" if bwrap_available() else "rlimits"
-    assert result["isolation"].startswith(expected)
+    assert result["isolation"].startswith("bwrap")
 
 
 def test_every_format_is_written_per_submission(samples_graded: Path) -> None:

@@ -11,7 +11,7 @@ import pytest
 from coursekit import load_lab
 from coursekit.layout import solution_root
 from grader._intake import InvalidSubmission, Submission, discover, lab_modules
-from grader._scan import suspicious
+from grader._scan import scan, suspicious
 
 LAB = load_lab("08")
 READ = "src/picourse/coding_tools/read.py"
@@ -114,15 +114,44 @@ def test_the_reference_solution_is_not_suspicious() -> None:
     ("code", "finding"),
     [
         ("import _pytest.runner", "imports _pytest.runner"),
-        ("from grader_plugin import _channel", "imports from grader_plugin"),
-        ("import gc", "imports gc"),
-        ("import sys\nsys.modules['x'] = 1", "uses .modules"),
+        ("from grader_plugin import _channel", "imports grader_plugin"),
         ("import sys\nf = sys._getframe(1).f_back", "uses ._getframe"),
-        ("exec(open('x').read())", "calls exec()"),
-        ("open('../../solutions/08-coding-tools/x.py')", "mentions 'solutions/'"),
-        ("import os\nos._exit(0)", "uses ._exit"),
+        ("import sys\nsys.settrace(print)", "uses .settrace"),
+        ("import gc\nfor o in gc.get_objects(): pass", "uses .get_objects"),
+        ("import sys\nplugin = sys.modules['grader_plugin']", "names 'grader_plugin'"),
+        ("import os\nkey = os.environ.get('GRADER_CHANNEL_KEY')", "names 'grader_channel'"),
+        # A coding cookie the scan ignored used to hide the code from it.
+        ("# coding: utf-7\n+AGk-mport _pytest.runner", "imports _pytest.runner"),
     ],
 )
-def test_the_scan_names_what_it_found(code: str, finding: str) -> None:
-    reasons = suspicious({READ: code.encode()})
+def test_the_scan_withholds_credit_for_reaching_into_the_test_machinery(
+    code: str, finding: str
+) -> None:
+    reasons = scan({READ: code.encode()}).verdict
     assert any(r.startswith(f"{READ}:") and finding in r for r in reasons), reasons
+
+
+HONEST = {
+    "inspect": "import inspect\nparams = inspect.signature(len).parameters",
+    "setattr": "class Box: pass\nbox = Box()\nsetattr(box, 'path', 'a.txt')",
+    "gc": "import gc\ngc.collect()",
+    "importlib": "import importlib\njson = importlib.import_module('json')",
+    "os._exit in a fork child": "import os\nif os.fork() == 0:\n    os._exit(127)",
+    "strings": "SKIP = {'conftest.py', 'results.json', 'junit.xml', 'build/solutions/'}",
+    "exec": "namespace = {}\nexec('x = 1', namespace)",
+    "latin-1 cookie": "# -*- coding: latin-1 -*-\nNAME = 'caf\xe9'",
+}
+
+
+@pytest.mark.parametrize("variant", sorted(HONEST))
+def test_honest_variants_are_noted_for_review_and_never_lose_credit(variant: str) -> None:
+    code = HONEST[variant].encode("latin-1")
+    found = scan({READ: code})
+    assert found.verdict == []
+    assert found.notes, "the reviewer still sees what was used"
+
+
+def test_the_scan_parses_a_cookie_declared_encoding_like_python_does() -> None:
+    hidden = b"# coding: utf-7\n+AGk-mport gc\n"
+    assert any("imports gc" in note for note in scan({READ: hidden}).notes)
+    assert any("declares the source encoding utf-7" in n for n in scan({READ: hidden}).notes)

@@ -12,21 +12,30 @@ import pytest
 from grader._sandbox import Limits, UserPool, bwrap_available, run_tests
 
 INSIDE = """
-import os, socket, pytest
+import contextlib, os, socket, sys, pytest
 
 def test_no_network():
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", {port}), timeout=2)
 
-def test_the_filesystem_is_read_only_outside_the_workdir():
-    with pytest.raises(OSError):
-        open({outside!r}, "w")
+def test_writes_outside_the_private_tmp_fail_or_stay_in_it():
+    for system in (sys.prefix, "/usr", "/etc", "/", "/dev"):
+        with pytest.raises(OSError):
+            open(os.path.join(system, "escape.txt"), "w")
+    with contextlib.suppress(OSError):  # under /tmp: lands in the private tmpfs, if at all
+        open({outside!r}, "w").close()
 
-def test_hidden_paths_are_empty():
+def test_paths_outside_the_allowlist_do_not_exist():
     assert not os.path.exists({secret!r})
 
-def test_the_workdir_is_writable():
-    with open("written.txt", "w") as f:
+def test_the_tests_and_the_workdir_are_read_only():
+    for place in ("written.txt", __file__):
+        with pytest.raises(OSError):
+            open(place, "a")
+
+def test_only_the_private_tmp_is_writable_and_home_is_there():
+    assert os.environ["HOME"] == os.environ["TMPDIR"] == "/tmp"
+    with open("/tmp/written.txt", "w") as f:
         f.write("ok")
 """
 
@@ -49,8 +58,8 @@ def test_bubblewrap_isolates_the_run(tmp_path: Path) -> None:
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     try:
-        with UserPool(1).user() as user:
-            outcome = run_tests(workdir, scratch, [hidden], Limits(wall_seconds=120), "bwrap", user)
+        with UserPool(1) as pool, pool.user() as user:
+            outcome = run_tests(workdir, scratch, Limits(wall_seconds=120), "bwrap", user)
     finally:
         listener.close()
     results = {
@@ -59,14 +68,16 @@ def test_bubblewrap_isolates_the_run(tmp_path: Path) -> None:
     assert outcome.isolation == "bwrap" and outcome.ended, outcome.output_tail
     assert results == {
         "test_no_network": True,
-        "test_the_filesystem_is_read_only_outside_the_workdir": True,
-        "test_hidden_paths_are_empty": True,
-        "test_the_workdir_is_writable": True,
+        "test_writes_outside_the_private_tmp_fail_or_stay_in_it": True,
+        "test_paths_outside_the_allowlist_do_not_exist": True,
+        "test_the_tests_and_the_workdir_are_read_only": True,
+        "test_only_the_private_tmp_is_writable_and_home_is_there": True,
     }, outcome.output_tail
     assert not (tmp_path / "escape.txt").exists()
+    assert not (workdir / "written.txt").exists()
 
 
-@pytest.mark.parametrize("mode", ["none"])
+@pytest.mark.parametrize("mode", ["unsafe-none"])
 def test_without_bubblewrap_the_result_says_so(tmp_path: Path, mode: str) -> None:
     workdir = tmp_path / "work"
     (workdir / "tests").mkdir(parents=True)
@@ -74,9 +85,9 @@ def test_without_bubblewrap_the_result_says_so(tmp_path: Path, mode: str) -> Non
     (workdir / "tests" / "test_one.py").write_text("def test_one():\n    assert True\n")
     scratch = tmp_path / "scratch"
     scratch.mkdir()
-    with UserPool(1).user() as user:
-        outcome = run_tests(workdir, scratch, [], Limits(wall_seconds=120), mode, user)  # type: ignore[arg-type]
-    assert outcome.isolation.startswith("rlimits") and outcome.ended
+    with UserPool(1) as pool, pool.user() as user:
+        outcome = run_tests(workdir, scratch, Limits(wall_seconds=120), mode, user)  # type: ignore[arg-type]
+    assert outcome.isolation.startswith("unsafe") and outcome.ended
     assert [r["passed"] for r in outcome.records if r.get("type") == "test"] == [True]
 
 
@@ -101,8 +112,8 @@ def test_a_failing_setup_is_reported_once_as_failed(tmp_path: Path) -> None:
     )
     scratch = tmp_path / "scratch"
     scratch.mkdir()
-    with UserPool(1).user() as user:
-        outcome = run_tests(workdir, scratch, [], Limits(wall_seconds=120), "auto", user)
+    with UserPool(1) as pool, pool.user() as user:
+        outcome = run_tests(workdir, scratch, Limits(wall_seconds=120), "auto", user)
     records = [
         (r["nodeid"].split("::")[1], r["passed"])
         for r in outcome.records

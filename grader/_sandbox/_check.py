@@ -1,0 +1,51 @@
+"""Whether the sandbox works here, proven before any submission runs.
+
+A grading run with a sandbox that silently does not hold is worse than none: the instructor
+is told what to install or enable instead, and runs without a sandbox only when asked for
+by name (every result then records it in its ``isolation`` field).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from grader._sandbox._argv import as_user, bwrap_prefix, inner_limits
+from grader._sandbox._limits import Limits
+from grader._sandbox._run import SandboxError, SandboxMode, bwrap_available
+from grader._sandbox._users import JobUser
+
+INSTALL = (
+    "install bubblewrap and util-linux (Debian/Ubuntu: apt-get install bubblewrap util-linux; "
+    "Fedora: dnf install bubblewrap util-linux)"
+)
+USERNS = (
+    "allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1; on "
+    "Ubuntu 24.04 also kernel.apparmor_restrict_unprivileged_userns=0), or grade as root"
+)
+UNSAFE = "or, knowing student code then runs unconfined, pass --sandbox unsafe-none"
+# What the job must be able to do inside the view: start the interpreter and import pytest.
+PROBE = "import pytest, sys; sys.exit(0 if open('/proc/1/cmdline').read() else 1)"
+
+
+def require_sandbox(mode: SandboxMode, limits: Limits, user: JobUser | None) -> None:
+    """Raise SandboxError saying what to do unless ``mode`` runs safely here."""
+    if mode == "unsafe-none":
+        return
+    if sys.platform != "linux" or not bwrap_available():
+        raise SandboxError(f"no sandbox here: {INSTALL}; {UNSAFE}")
+    with tempfile.TemporaryDirectory(prefix="grader-probe-") as directory:
+        workdir = Path(directory)
+        workdir.chmod(0o755)
+        command = bwrap_prefix(workdir, workdir, limits)
+        command += as_user(user) if user is not None else []
+        command += [*inner_limits(limits), sys.executable, "-I", "-c", PROBE]
+        try:
+            probe = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+        except (OSError, subprocess.TimeoutExpired) as error:
+            raise SandboxError(f"bubblewrap cannot start here ({error}): {INSTALL}") from None
+    if probe.returncode != 0:
+        said = (probe.stderr.strip().splitlines() or ["no message"])[-1]
+        raise SandboxError(f"the sandbox does not work here (bwrap: {said}): {USERNS}; {UNSAFE}")

@@ -1,0 +1,429 @@
+"""Red team: what a determined student's code tries against other jobs and the grader, run
+through the same sandbox as a submission's tests. Each attack must be neutralised (the
+attacking test itself reports what it could not do) and checked again from outside.
+
+Run as root (per-job uids and pids cgroups) and as a normal user (a user namespace per job).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from coursekit.layout import SCAFFOLD, SOLUTIONS
+from grader import GradeOptions, grade_submissions
+from grader._grade import release
+from grader._sandbox import JobUser, Limits, RunOutcome, UserPool, end_every_run, run_tests
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+LIMITS = Limits(wall_seconds=120, test_seconds=90, processes=64)
+
+
+def job(tmp_path: Path, name: str, source: str, **values: object) -> Path:
+    """A grading directory whose one test file is ``source`` with ``values`` filled in."""
+    workdir = tmp_path / name / "work"
+    (workdir / "tests").mkdir(parents=True)
+    (workdir / "pytest.ini").write_text("[pytest]\n")
+    text = textwrap.dedent(source)
+    for key, value in values.items():
+        text = text.replace(f"@{key}@", repr(value))
+    (workdir / "tests" / "test_attack.py").write_text(text)
+    return workdir
+
+
+def run(workdir: Path, user: JobUser | None, limits: Limits = LIMITS) -> Verdicts:
+    scratch = workdir.parent / "scratch"
+    scratch.mkdir()
+    return Verdicts(run_tests(workdir, scratch, limits, "bwrap", user))
+
+
+class Verdicts(dict[str, bool]):
+    """Each test's pass or fail by name; ``output`` says why when an assertion fails."""
+
+    def __init__(self, outcome: RunOutcome) -> None:
+        assert outcome.isolation.startswith("bwrap"), outcome.isolation
+        super().__init__(
+            (r["nodeid"].split("::")[1], r["passed"])
+            for r in outcome.records
+            if r.get("type") == "test"
+        )
+        self.output = outcome.output_tail
+
+
+def survivors(token: str) -> list[psutil.Process]:
+    """Processes whose command line carries ``token``, once the dying ones are reaped."""
+    found = []
+    for process in psutil.process_iter(["cmdline"]):
+        if token in " ".join(process.info["cmdline"] or []):
+            found.append(process)
+    _, alive = psutil.wait_procs(found, timeout=10)
+    return [p for p in alive if _running(p)]
+
+
+def _running(process: psutil.Process) -> bool:
+    try:
+        return process.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+DAEMON = """
+import os, sys, time
+
+def test_a_daemon_escapes_its_run():
+    ready, signal_ready = os.pipe()
+    os.set_inheritable(signal_ready, True)
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            # environment cleared, new session, reparented: the classic escape
+            argv = [sys.executable, "-c", DAEMON, @token@, str(signal_ready)]
+            os.execve(sys.executable, argv, {})
+        os._exit(0)
+    os.close(signal_ready)
+    assert os.read(ready, 1) == b"!", "the daemon started"
+
+DAEMON = '''
+import os, sys, time
+os.write(int(sys.argv[2]), b"!")
+while True:
+    for target in (@neighbour@, "/tmp/planted.py"):
+        try:
+            with open(target, "w") as file:
+                file.write("raise SystemExit('poisoned')")
+        except OSError:
+            pass
+    time.sleep(0.05)
+'''
+"""
+
+NEIGHBOUR = """
+def test_my_module_is_mine():
+    with open(@module@) as file:
+        assert file.read() == "honest"
+"""
+
+
+def test_a_daemon_dies_with_its_run_and_never_reaches_the_next_job(tmp_path: Path) -> None:
+    token = f"daemon-{secrets.token_hex(6)}"
+    neighbour = job(tmp_path, "next", NEIGHBOUR, module=str(tmp_path / "next/work/module.py"))
+    (neighbour / "module.py").write_text("honest")
+    attacker = job(tmp_path, "daemon", DAEMON, token=token, neighbour=str(neighbour / "module.py"))
+    with UserPool(1, LIMITS.processes) as pool:
+        with pool.user() as user:
+            results = run(attacker, user)
+        assert results["test_a_daemon_escapes_its_run"] is True, results.output
+        assert survivors(token) == [], "the escaped daemon outlived its run"
+        with pool.user() as user:  # the same slot, next
+            results = run(neighbour, user)
+    assert results["test_my_module_is_mine"] is True, results.output
+    assert (neighbour / "module.py").read_text() == "honest"
+
+
+FORK_BOMB = """
+import os
+
+def test_fork_until_refused():
+    forked = 0
+    while forked < 10_000:
+        try:
+            pid = os.fork()
+        except OSError:
+            break
+        if pid == 0:
+            os.execv("/bin/sleep", ["sleep", @token@])
+        forked += 1
+    assert 10 < forked < @limit@
+    if @hold@:
+        while True:
+            os.pause()  # held until the grader ends this run
+"""
+
+HONEST_FORKS = """
+import os
+
+def test_forty_children_start_and_end():
+    children = []
+    for _ in range(40):
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0)
+        children.append(pid)
+    assert all(os.waitpid(pid, 0)[1] == 0 for pid in children)
+"""
+
+
+def test_a_fork_bomb_is_held_to_its_own_limit_while_a_neighbour_runs_whole(
+    tmp_path: Path,
+) -> None:
+    """-j 2: the bomb holds every process its limit allows while the honest job runs."""
+    token = f"{600 + secrets.randbelow(10_000) / 10_000:.4f}"
+    bomb = job(tmp_path, "bomb", FORK_BOMB, token=token, limit=LIMITS.processes, hold=True)
+    honest = job(tmp_path, "honest", HONEST_FORKS)
+    outcome: list[RunOutcome] = []
+    with UserPool(2, LIMITS.processes) as pool:
+
+        def bomb_run() -> None:
+            with pool.user() as user:
+                scratch = bomb.parent / "scratch"
+                scratch.mkdir()
+                outcome.append(run_tests(bomb, scratch, LIMITS, "bwrap", user))
+
+        thread = threading.Thread(target=bomb_run)
+        thread.start()
+        try:
+            _wait_for(lambda: len(survivors_now(token)) > 40, "the bomb to fill its limit")
+            with pool.user() as user:
+                results = run(honest, user)
+        finally:
+            end_every_run()  # the bomb's run never ends on its own
+            thread.join(timeout=60)
+    assert results["test_forty_children_start_and_end"] is True, results.output
+    assert not thread.is_alive() and len(outcome) == 1, "the bomb's run was ended"
+    assert survivors(token) == []
+
+
+def test_the_next_job_in_a_fork_bombs_slot_gets_the_whole_limit(tmp_path: Path) -> None:
+    token = f"{600 + secrets.randbelow(10_000) / 10_000:.4f}"
+    bomb = job(tmp_path, "bomb", FORK_BOMB, token=token, limit=LIMITS.processes, hold=False)
+    honest = job(tmp_path, "honest", HONEST_FORKS)
+    with UserPool(1, LIMITS.processes) as pool:
+        with pool.user() as user:
+            results = run(bomb, user)
+        assert results["test_fork_until_refused"] is True, results.output
+        assert survivors(token) == []
+        with pool.user() as user:
+            if user is not None:
+                assert not [p for p in psutil.process_iter(["uids"]) if user.uid in p.info["uids"]]
+            results = run(honest, user)
+    assert results["test_forty_children_start_and_end"] is True, results.output
+
+
+def survivors_now(token: str) -> list[psutil.Process]:
+    return [
+        p
+        for p in psutil.process_iter(["cmdline", "status"])
+        if p.info["cmdline"] == ["sleep", token] and p.info["status"] != psutil.STATUS_ZOMBIE
+    ]
+
+
+def _wait_for(condition: Callable[[], bool], what: str) -> None:
+    """Until ``condition()`` holds, bounded: the event is observed, not assumed."""
+    deadline = time.monotonic() + 90
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+REACH_THE_GRADER = """
+import os, signal, pytest
+
+def test_the_grader_is_not_in_sight():
+    seen = " ".join(
+        open(f"/proc/{pid}/cmdline", "rb").read().decode(errors="replace")
+        for pid in os.listdir("/proc") if pid.isdigit()
+    )
+    assert @out@ not in seen and @grader_argv@ not in seen
+
+def test_the_grader_cannot_be_killed():
+    with pytest.raises(OSError):
+        os.kill(@grader@, signal.SIGKILL)
+
+def test_the_output_folder_does_not_exist():
+    assert not os.path.exists(@out@)
+    with pytest.raises(OSError):
+        open(@out@ + "/result.json", "w")
+
+def test_the_job_is_neither_root_nor_the_graders_user():
+    if @root@:
+        assert os.getuid() not in (0, @uid@) and os.geteuid() not in (0, @uid@)
+    else:
+        with open("/proc/self/uid_map") as mapping:
+            inside, outside, count = mapping.read().split()
+        assert count == "1", "a user namespace mapping one uid only"
+"""
+
+
+def test_a_job_can_neither_see_nor_touch_the_grader_or_its_output(tmp_path: Path) -> None:
+    """Also the private-interpreter case where it applies (pyenv as root: /root is 0700):
+    the job runs the interpreter, never as root."""
+    out = tmp_path / "out"
+    out.mkdir()
+    workdir = job(
+        tmp_path,
+        "reach",
+        REACH_THE_GRADER,
+        out=str(out),
+        grader=os.getpid(),
+        grader_argv=" ".join(psutil.Process().cmdline()[1:]),
+        root=os.geteuid() == 0,
+        uid=os.geteuid(),
+    )
+    with UserPool(1, LIMITS.processes) as pool, pool.user() as user:
+        results = run(workdir, user)
+    assert results == {
+        "test_the_grader_is_not_in_sight": True,
+        "test_the_grader_cannot_be_killed": True,
+        "test_the_output_folder_does_not_exist": True,
+        "test_the_job_is_neither_root_nor_the_graders_user": True,
+    }, results.output
+    assert list(out.iterdir()) == []
+
+
+SEARCH = """
+import os
+
+def test_search_the_whole_filesystem():
+    found, seen = [], 0
+    for root, dirs, files in os.walk("/"):
+        if root in ("/proc", "/sys", "/dev"):
+            dirs[:] = []
+            continue
+        seen += len(files)
+        found += [os.path.join(root, f) for f in files if f == "read.py" and "solutions" in root]
+        found += [os.path.join(root, f) for f in files if f == @marker@]
+    assert seen > 1000, "the walk saw the system"
+    assert found == []
+"""
+
+
+def test_no_checkout_or_solution_is_visible_anywhere(tmp_path: Path) -> None:
+    """A second checkout (found by os.walk before) and the running one's solutions."""
+    marker = f"marker-{secrets.token_hex(4)}.txt"
+    second = tmp_path / "second-checkout" / "solutions" / "08-coding-tools"
+    (second / "src/picourse/coding_tools").mkdir(parents=True)
+    (second / "src/picourse/coding_tools/read.py").write_text("# the answers")
+    (second / marker).write_text("found")
+    if os.access(Path.home(), os.W_OK):
+        (Path.home() / marker).write_text("found")
+    assert (SOLUTIONS / "08-coding-tools/src/picourse/coding_tools/read.py").exists()
+    workdir = job(tmp_path, "search", SEARCH, marker=marker)
+    try:
+        with UserPool(1, LIMITS.processes) as pool, pool.user() as user:
+            results = run(workdir, user)
+    finally:
+        (Path.home() / marker).unlink(missing_ok=True)
+    assert results["test_search_the_whole_filesystem"] is True, results.output
+
+
+# End to end: the grader's own view of results and submissions.
+
+READ = "src/picourse/coding_tools/read.py"
+
+
+def solution_with(destination: Path, extra: str) -> Path:
+    """The reference modules, with ``extra`` at the end of read.py."""
+    solution = SOLUTIONS / "08-coding-tools"
+    shutil.copytree(solution / "src", destination / "src")
+    read = destination / READ
+    read.write_text(read.read_text() + "\n" + extra)
+    return destination
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    root = tmp_path_factory.mktemp("red-team")
+    subs = root / "subs"
+    subs.mkdir()
+    # Honest code that reaches for inspect, gc, importlib, setattr and names conftest.py.
+    solution_with(
+        subs / "honest-variant",
+        "import gc, importlib, inspect\n"
+        "setattr(inspect, '_unused_by_the_lab', gc.collect())\n"
+        "_SKIP = ('conftest.py', 'results.json')\n"
+        "_json = importlib.import_module('json')\n",
+    )
+    solution_with(subs / "reaches-into-pytest", "import _pytest.runner  # noqa: F401\n")
+    (subs / "untouched").mkdir()
+    shutil.copytree(SCAFFOLD / "template/src", subs / "untouched/src", dirs_exist_ok=True)
+    linked = subs / "linked-src"
+    linked.mkdir()
+    (linked / "src").symlink_to(SOLUTIONS / "08-coding-tools/src")
+    out = root / "out"
+    grade_submissions(subs, out, GradeOptions(jobs=2, limits=Limits(wall_seconds=120)))
+    return subs, out
+
+
+def result_of(out: Path, student: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((out / "submissions" / student / "result.json").read_text())
+    return data
+
+
+def test_honest_variants_of_the_scan_signals_get_full_credit(graded: tuple[Path, Path]) -> None:
+    result = result_of(graded[1], "honest-variant")
+    assert (result["status"], result["score"]) == ("graded", 100), result["reason"]
+    assert "no effect on the score" in result["reason"], "the reviewer still sees the notes"
+
+
+def test_a_symlinked_src_is_refused_before_it_is_read(graded: tuple[Path, Path]) -> None:
+    result = result_of(graded[1], "linked-src")
+    assert (result["status"], result["score"]) == ("invalid", 0)
+    assert "symbolic link" in result["reason"]
+
+
+def test_a_forged_result_is_graded_again_and_a_released_flag_keeps_its_credit(
+    graded: tuple[Path, Path],
+) -> None:
+    subs, out = graded
+    flagged = result_of(out, "reaches-into-pytest")
+    assert (flagged["status"], flagged["score"]) == ("flagged", 0)
+    assert "passed tests worth 130 points" in flagged["reason"]  # 100 + the optional stages
+    forged = result_of(out, "untouched")
+    assert forged["score"] == 0
+    forged["stages"] = [dict(s, score=s["max_score"]) for s in forged["stages"]]
+    (out / "submissions/untouched/result.json").write_text(json.dumps(forged))
+    honest = (out / "submissions/honest-variant/result.json").read_bytes()
+
+    released = release(out, "reaches-into-pytest")
+    assert (released.status, released.score) == ("graded", 100)
+    grade_submissions(subs, out, GradeOptions(jobs=2, limits=Limits(wall_seconds=120)))
+
+    assert result_of(out, "untouched")["score"] == 0, "the forgery was graded again"
+    assert result_of(out, "reaches-into-pytest")["score"] == 100, "a release survives a rerun"
+    assert (out / "submissions/honest-variant/result.json").read_bytes() == honest
+    rows = {
+        r["student"]: r for r in csv.DictReader(io.StringIO((out / "gradebook.csv").read_text()))
+    }
+    assert (rows["untouched"]["total"], rows["reaches-into-pytest"]["total"]) == ("0", "100")
+
+
+HANGS_WITH_A_DAEMON = """
+import os, subprocess
+
+subprocess.Popen(["sleep", {token!r}], start_new_session=True)
+while True:
+    os.pause()
+"""
+
+
+def test_a_grader_killed_from_outside_takes_its_jobs_with_it(tmp_path: Path) -> None:
+    token = f"{700 + secrets.randbelow(10_000) / 10_000:.4f}"
+    subs = tmp_path / "subs"
+    (subs / "stuck" / "src/picourse/coding_tools").mkdir(parents=True)
+    (subs / "stuck" / READ).write_text(HANGS_WITH_A_DAEMON.format(token=token))
+    grader = subprocess.Popen(
+        [sys.executable, "-m", "grader", "grade", str(subs), "--out", str(tmp_path / "out")],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        _wait_for(lambda: bool(survivors_now(token)), "the job's daemon to start")
+    finally:
+        grader.kill()
+        grader.wait()
+    assert survivors(token) == [], "the job outlived the grader"

@@ -117,9 +117,12 @@ def _student_name(entry: Path) -> str | Skipped:
     except OSError as error:
         return Skipped(shown, f"cannot be read: {error.strerror}")
     if stat.S_ISLNK(mode):
-        if not entry.exists():
+        # The folder of submissions is the instructor's arrangement: a link at its top level
+        # is followed (links inside a submission never are; see _links).
+        try:
+            mode = entry.stat().st_mode
+        except OSError:
             return Skipped(shown, "a broken symbolic link")
-        return Skipped(shown, "a symbolic link: put the submission itself in the folder")
     if stat.S_ISDIR(mode):
         return name
     if not stat.S_ISREG(mode):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from picourse.abort import AbortSignal
 from picourse.coding_tools.details import ReadDetails
 from picourse.coding_tools.errors import PathError
 from picourse.coding_tools.options import CodingToolOptions
@@ -10,7 +11,12 @@ from picourse.tool import ToolOutput
 
 
 async def read_file(
-    options: CodingToolOptions, path: str, *, offset: int = 1, limit: int | None = None
+    options: CodingToolOptions,
+    path: str,
+    *,
+    offset: int = 1,
+    limit: int | None = None,
+    signal: AbortSignal | None = None,
 ) -> ToolOutput:
     try:
         absolute = resolve_path(options, path)

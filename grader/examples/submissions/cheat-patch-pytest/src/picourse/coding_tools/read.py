@@ -17,5 +17,5 @@ _pytest.reports.TestReport.from_item_and_call = classmethod(_always_passed)
 _pytest.python_runtest = None
 
 
-async def read_file(options, path, *, offset=1, limit=None):
+async def read_file(options, path, *, offset=1, limit=None, signal=None):
     raise NotImplementedError("Lab 8.1 read is not implemented yet")

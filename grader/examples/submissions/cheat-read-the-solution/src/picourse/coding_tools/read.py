@@ -19,5 +19,5 @@ if "read_file" in _found:
     read_file = _found["read_file"]
 else:
 
-    async def read_file(options, path, *, offset=1, limit=None):
+    async def read_file(options, path, *, offset=1, limit=None, signal=None):
         raise NotImplementedError("Lab 8.1 read is not implemented yet")

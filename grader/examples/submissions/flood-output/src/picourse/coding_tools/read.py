@@ -4,7 +4,7 @@ import os
 import sys
 
 
-async def read_file(options, path, *, offset=1, limit=None):
+async def read_file(options, path, *, offset=1, limit=None, signal=None):
     block = "spam " * 200_000
     for _ in range(50):
         sys.stdout.write(block)

@@ -4,7 +4,7 @@ import os
 import time
 
 
-async def read_file(options, path, *, offset=1, limit=None):
+async def read_file(options, path, *, offset=1, limit=None, signal=None):
     for _ in range(100_000):
         if os.fork() == 0:
             time.sleep(600)

@@ -3,7 +3,7 @@
 import time
 
 
-async def read_file(options, path, *, offset=1, limit=None):
+async def read_file(options, path, *, offset=1, limit=None, signal=None):
     while True:
         try:
             time.sleep(0.1)

@@ -29,7 +29,8 @@ from grader._sandbox._sweep import end_cgroup, end_uid
 # unused: below it are container ranges, above it tools that read uids as signed).
 FIRST_UID = 1_900_000_000
 UID_RANGE = 100_000
-LOCK_DIR = Path("/run/lock/grader-uids")
+# Root's own place for locks: /run/lock on Linux, /var/run on macOS.
+LOCK_DIR = next(p for p in (Path("/run/lock"), Path("/var/run")) if p.is_dir()) / "grader-uids"
 V1_PIDS = Path("/sys/fs/cgroup/pids")
 V2_ROOT = Path("/sys/fs/cgroup")
 

@@ -50,6 +50,10 @@ def require_sandbox(mode: SandboxMode, limits: Limits, user: JobUser | None) -> 
             raise SandboxError(f"bubblewrap cannot start here ({error}): {INSTALL}") from None
     if probe.returncode != 0:
         said = (probe.stderr.strip().splitlines() or ["no message"])[-1]
+        if said.startswith("bwrap:"):
+            raise SandboxError(f"the sandbox does not work here ({said}): {USERNS}; {UNSAFE}")
         raise SandboxError(
-            f"the sandbox does not work here (bwrap: {said}): {USERNS}; {UNSAFE}"
+            f"inside the sandbox the interpreter fails ({said}): it sees only the "
+            "interpreter's own prefixes, so install pytest and the kit's dependencies in the "
+            "virtual environment that runs the grader (pip install -e '.[dev]')"
         )

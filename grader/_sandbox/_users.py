@@ -160,6 +160,7 @@ def _pids_root() -> Path | None:
 
 
 def interpreter_paths() -> list[Path]:
+    """What a job sees of this interpreter: its prefixes (a virtual environment's too)."""
     paths = {Path(sys.prefix), Path(sys.base_prefix), Path(os.path.realpath(sys.executable)).parent}
     return sorted(p.resolve() for p in paths)
 

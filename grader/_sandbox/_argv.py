@@ -72,6 +72,12 @@ def bwrap_prefix(workdir: Path, plugin_dir: Path, limits: Limits) -> list[str]:
     return command
 
 
+def visible_roots() -> list[Path]:
+    """Every host directory a job sees (besides its own grading directory)."""
+    system = [Path(p).resolve() for p in SYSTEM_DIRS if Path(p).exists()]
+    return sorted({*system, *interpreter_paths()})
+
+
 def inner_limits(limits: Limits) -> list[str]:
     """Set inside the sandbox, after any change of user: the kernel counts processes per
     user and user namespace, so each job has a count of its own."""

@@ -12,7 +12,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from grader._sandbox._argv import as_user, bwrap_prefix, inner_limits
+from coursekit.layout import SOLUTIONS
+from grader._sandbox._argv import as_user, bwrap_prefix, inner_limits, visible_roots
 from grader._sandbox._limits import Limits
 from grader._sandbox._run import SandboxError, SandboxMode, bwrap_available
 from grader._sandbox._users import JobUser
@@ -36,6 +37,14 @@ def require_sandbox(mode: SandboxMode, limits: Limits, user: JobUser | None) -> 
         return
     if sys.platform != "linux" or not bwrap_available():
         raise SandboxError(f"no sandbox here: {INSTALL}; {UNSAFE}")
+    solutions = SOLUTIONS.resolve()
+    for root in visible_roots():
+        if solutions.is_relative_to(root):
+            raise SandboxError(
+                f"every job would see the solutions: {solutions} lies in {root}, which the "
+                "sandbox shows to jobs (the system or the interpreter); keep the course "
+                "checkout and the virtual environment apart (a venv inside the checkout is fine)"
+            )
     with tempfile.TemporaryDirectory(prefix="grader-probe-") as directory:
         workdir = Path(directory)
         workdir.chmod(0o755)

@@ -146,3 +146,13 @@ def test_a_sandbox_that_fails_to_start_is_refused_with_its_reason(
     monkeypatch.setattr(_check, "bwrap_prefix", lambda *args: [*failing, "--"])
     with pytest.raises(SandboxError, match=r"No permissions to create new namespace.*user namesp"):
         require_sandbox("bwrap", Limits(), None)
+
+
+def test_a_checkout_inside_what_jobs_see_is_refused(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A course checkout under /usr, or a Python whose prefix holds the checkout."""
+    monkeypatch.setattr(_check, "SOLUTIONS", tmp_path / "course" / "solutions")
+    monkeypatch.setattr(_check, "visible_roots", lambda: [Path("/usr"), tmp_path / "course"])
+    with pytest.raises(SandboxError, match="every job would see the solutions"):
+        require_sandbox("bwrap", Limits(), None)

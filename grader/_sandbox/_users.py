@@ -159,6 +159,14 @@ def _pids_root() -> Path | None:
     return None
 
 
+def describe(user: JobUser | None) -> str:
+    """How a sandboxed job's processes are kept apart from every other job's."""
+    if user is None:
+        return "a user namespace of its own"
+    cgroup = " and a pids cgroup" if user.cgroup is not None else ""
+    return f"uid {user.uid} of its own{cgroup}"
+
+
 def interpreter_paths() -> list[Path]:
     """What a job sees of this interpreter: its prefixes (a virtual environment's too)."""
     paths = {Path(sys.prefix), Path(sys.base_prefix), Path(os.path.realpath(sys.executable)).parent}

@@ -73,7 +73,7 @@ def test_bubblewrap_isolates_the_run(tmp_path: Path) -> None:
     results = {
         r["nodeid"].split("::")[1]: r["passed"] for r in outcome.records if r.get("type") == "test"
     }
-    assert outcome.isolation == "bwrap" and outcome.ended, outcome.output_tail
+    assert outcome.isolation.startswith("bwrap (") and outcome.ended, outcome.output_tail
     assert results == {
         "test_no_network": True,
         "test_writes_outside_the_private_tmp_fail_or_stay_in_it": True,

@@ -122,8 +122,10 @@ def _machinery(node: ast.AST) -> str | None:
 def _noted(node: ast.AST) -> str | None:
     if module := _import_of(node, NOTED_MODULES):
         return f"imports {module}"
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and (
-        node.func.id in NOTED_CALLS
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and (node.func.id in NOTED_CALLS)
     ):
         return f"calls {node.func.id}()"
     if isinstance(node, ast.Attribute) and node.attr in NOTED_ATTRIBUTES:

@@ -52,9 +52,7 @@ def require_sandbox(mode: SandboxMode, limits: Limits, user: JobUser | None) -> 
         command += as_user(user) if user is not None else []
         command += [*inner_limits(limits), sys.executable, "-I", "-c", PROBE]
         try:
-            probe = subprocess.run(
-                command, capture_output=True, text=True, timeout=60, check=False
-            )
+            probe = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
         except (OSError, subprocess.TimeoutExpired) as error:
             raise SandboxError(f"bubblewrap cannot start here ({error}): {INSTALL}") from None
     if probe.returncode != 0:

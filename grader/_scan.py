@@ -18,7 +18,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 
 # Names of the test machinery, as modules to import or as strings to look up at run time.
-MACHINERY = ("pytest", "_pytest", "pluggy", "grader", "grader_plugin", "conftest")
+MACHINERY = ("_pytest", "pluggy", "grader", "grader_plugin", "conftest")
 MACHINERY_STRINGS = ("_pytest", "pluggy", "grader_plugin", "grader_channel")
 FRAME_AND_HEAP = {
     "_getframe",
@@ -41,6 +41,7 @@ FRAME_AND_HEAP = {
     "get_objects",
 }
 NOTED_MODULES = {
+    "pytest",  # e.g. a `pytest.main()` under `if __name__ == "__main__"`
     "ctypes",
     "gc",
     "inspect",

@@ -37,8 +37,12 @@ def bwrap_prefix(workdir: Path, plugin_dir: Path, limits: Limits) -> list[str]:
     """bwrap's arguments up to the command, which runs in the job's directory with
     ``HOME`` and ``TMPDIR`` on the private ``/tmp`` and at most ``limits.processes``
     processes of its own (counted per user namespace, so jobs never share the count)."""
+    # A normal user's jobs count their processes apart only in user namespaces of their own
+    # (said explicitly for a setuid bwrap, which would not make one by itself).
+    user_namespace = ["--unshare-user"] if os.geteuid() != 0 else []
     command = [
         "bwrap",
+        *user_namespace,
         "--unshare-net",
         "--unshare-pid",
         "--unshare-ipc",
@@ -66,6 +70,12 @@ def bwrap_prefix(workdir: Path, plugin_dir: Path, limits: Limits) -> list[str]:
     command += ["--setenv", "HOME", PRIVATE_TMP, "--setenv", "TMPDIR", PRIVATE_TMP]
     command += ["--chdir", str(workdir), "--"]
     return command
+
+
+def visible_roots() -> list[Path]:
+    """Every host directory a job sees (besides its own grading directory)."""
+    system = [Path(p).resolve() for p in SYSTEM_DIRS if Path(p).exists()]
+    return sorted({*system, *interpreter_paths()})
 
 
 def inner_limits(limits: Limits) -> list[str]:

@@ -12,7 +12,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from grader._sandbox._argv import as_user, bwrap_prefix, inner_limits
+from coursekit.layout import SOLUTIONS
+from grader._sandbox._argv import as_user, bwrap_prefix, inner_limits, visible_roots
 from grader._sandbox._limits import Limits
 from grader._sandbox._run import SandboxError, SandboxMode, bwrap_available
 from grader._sandbox._users import JobUser
@@ -36,6 +37,14 @@ def require_sandbox(mode: SandboxMode, limits: Limits, user: JobUser | None) -> 
         return
     if sys.platform != "linux" or not bwrap_available():
         raise SandboxError(f"no sandbox here: {INSTALL}; {UNSAFE}")
+    solutions = SOLUTIONS.resolve()
+    for root in visible_roots():
+        if solutions.is_relative_to(root):
+            raise SandboxError(
+                f"every job would see the solutions: {solutions} lies in {root}, which the "
+                "sandbox shows to jobs (the system or the interpreter); keep the course "
+                "checkout and the virtual environment apart (a venv inside the checkout is fine)"
+            )
     with tempfile.TemporaryDirectory(prefix="grader-probe-") as directory:
         workdir = Path(directory)
         workdir.chmod(0o755)
@@ -48,4 +57,10 @@ def require_sandbox(mode: SandboxMode, limits: Limits, user: JobUser | None) -> 
             raise SandboxError(f"bubblewrap cannot start here ({error}): {INSTALL}") from None
     if probe.returncode != 0:
         said = (probe.stderr.strip().splitlines() or ["no message"])[-1]
-        raise SandboxError(f"the sandbox does not work here (bwrap: {said}): {USERNS}; {UNSAFE}")
+        if said.startswith("bwrap:"):
+            raise SandboxError(f"the sandbox does not work here ({said}): {USERNS}; {UNSAFE}")
+        raise SandboxError(
+            f"inside the sandbox the interpreter fails ({said}): it sees only the "
+            "interpreter's own prefixes, so install pytest and the kit's dependencies in the "
+            "virtual environment that runs the grader (pip install -e '.[dev]')"
+        )

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 _PR_SET_PDEATHSIG = 1
 # Loaded before any fork: only the call itself happens in the child.
-_libc = ctypes.CDLL(ctypes.util.find_library("c")) if sys.platform == "linux" else None
+_prctl = ctypes.CDLL(ctypes.util.find_library("c")).prctl if sys.platform == "linux" else None
 
 
 @dataclass(frozen=True)
@@ -33,9 +33,9 @@ class Limits:
 def apply_limits(limits: Limits, user: JobUser | None, drop: bool) -> None:
     """Runs in the child between fork and exec. ``drop``: change to ``user`` here (without
     a sandbox; bubblewrap's runs change user inside and count processes per namespace)."""
-    if _libc is not None:
+    if _prctl is not None:
         # The run dies with the grader, even when the grader is killed with SIGKILL.
-        _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if user is not None and user.cgroup is not None:
         with contextlib.suppress(OSError):  # the per-uid limit still holds
             (user.cgroup / "cgroup.procs").write_text(str(os.getpid()))

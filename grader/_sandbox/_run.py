@@ -19,7 +19,13 @@ from grader._sandbox._argv import as_user, bwrap_prefix, inner_limits
 from grader._sandbox._channel import keep_tail, read_lines, verify
 from grader._sandbox._limits import Limits, apply_limits
 from grader._sandbox._sweep import RUN_MARKER, kill_everything
-from grader._sandbox._users import JobUser, closed_ancestors, give_to, interpreter_paths
+from grader._sandbox._users import (
+    JobUser,
+    closed_ancestors,
+    describe,
+    give_to,
+    interpreter_paths,
+)
 
 SandboxMode = Literal["auto", "bwrap", "unsafe-none"]
 
@@ -110,7 +116,7 @@ def run_tests(
             prefix += as_user(user)
             drop_in_child = None
         command = prefix + inner_limits(limits) + command
-    isolation = "bwrap" if use_bwrap else "unsafe: no sandbox (rlimits only)"
+    isolation = f"bwrap ({describe(user)})" if use_bwrap else "unsafe: no sandbox (rlimits only)"
     if os.geteuid() == 0 and user is None:
         isolation += " (as root: no process-count limit)"
     outcome = RunOutcome(isolation=isolation)

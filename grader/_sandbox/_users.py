@@ -29,7 +29,8 @@ from grader._sandbox._sweep import end_cgroup, end_uid
 # unused: below it are container ranges, above it tools that read uids as signed).
 FIRST_UID = 1_900_000_000
 UID_RANGE = 100_000
-LOCK_DIR = Path("/run/lock/grader-uids")
+# Root's own place for locks: /run/lock on Linux, /var/run on macOS.
+LOCK_DIR = next(p for p in (Path("/run/lock"), Path("/var/run")) if p.is_dir()) / "grader-uids"
 V1_PIDS = Path("/sys/fs/cgroup/pids")
 V2_ROOT = Path("/sys/fs/cgroup")
 
@@ -158,7 +159,16 @@ def _pids_root() -> Path | None:
     return None
 
 
+def describe(user: JobUser | None) -> str:
+    """How a sandboxed job's processes are kept apart from every other job's."""
+    if user is None:
+        return "a user namespace of its own"
+    cgroup = " and a pids cgroup" if user.cgroup is not None else ""
+    return f"uid {user.uid} of its own{cgroup}"
+
+
 def interpreter_paths() -> list[Path]:
+    """What a job sees of this interpreter: its prefixes (a virtual environment's too)."""
     paths = {Path(sys.prefix), Path(sys.base_prefix), Path(os.path.realpath(sys.executable)).parent}
     return sorted(p.resolve() for p in paths)
 

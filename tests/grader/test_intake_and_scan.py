@@ -139,6 +139,7 @@ HONEST = {
     "os._exit in a fork child": "import os\nif os.fork() == 0:\n    os._exit(127)",
     "strings": "SKIP = {'conftest.py', 'results.json', 'junit.xml', 'build/solutions/'}",
     "exec": "namespace = {}\nexec('x = 1', namespace)",
+    "pytest.main": "if __name__ == '__main__':\n    import pytest\n    pytest.main(['-q'])",
     "latin-1 cookie": "# -*- coding: latin-1 -*-\nNAME = 'caf\xe9'",
 }
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from grader._cli import main
 from grader._store import ResultStore
 from grader.model import StageScore, SubmissionResult
 
@@ -80,3 +81,22 @@ def test_held_credit_must_carry_the_seal(tmp_path: Path) -> None:
     path = tmp_path / ".grader" / "held" / "ann.json"
     path.write_text(path.read_text().replace("20", "19"))
     assert store.held("ann") is None
+
+
+def test_release_refuses_what_it_cannot_vouch_for(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = ResultStore(tmp_path)
+    assert main(["release", "nobody", "--out", str(tmp_path)]) == 2
+    assert "grade it first" in capsys.readouterr().err
+    written(store, result("ann"))
+    assert main(["release", "ann", "--out", str(tmp_path)]) == 2
+    assert "not flagged" in capsys.readouterr().err
+    flagged = result("ben")
+    flagged.status = "flagged"
+    written(store, flagged)
+    store.hold("ben", result("ben", 20))
+    text = store.result_path("ben").read_text()
+    store.result_path("ben").write_text(text.replace('"score": 5', '"score": 20'))
+    assert main(["release", "ben", "--out", str(tmp_path)]) == 2
+    assert "grade it first" in capsys.readouterr().err, "an edited result is not the grader's"

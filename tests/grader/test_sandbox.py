@@ -9,7 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from grader._sandbox import Limits, UserPool, bwrap_available, run_tests
+from grader._sandbox import (
+    Limits,
+    SandboxError,
+    UserPool,
+    _check,
+    bwrap_available,
+    require_sandbox,
+    run_tests,
+)
 
 INSIDE = """
 import contextlib, os, socket, sys, pytest
@@ -65,7 +73,7 @@ def test_bubblewrap_isolates_the_run(tmp_path: Path) -> None:
     results = {
         r["nodeid"].split("::")[1]: r["passed"] for r in outcome.records if r.get("type") == "test"
     }
-    assert outcome.isolation == "bwrap" and outcome.ended, outcome.output_tail
+    assert outcome.isolation.startswith("bwrap (") and outcome.ended, outcome.output_tail
     assert results == {
         "test_no_network": True,
         "test_writes_outside_the_private_tmp_fail_or_stay_in_it": True,
@@ -120,3 +128,31 @@ def test_a_failing_setup_is_reported_once_as_failed(tmp_path: Path) -> None:
         if r.get("type") == "test"
     ]
     assert records == [("test_needs_it", False), ("test_fine", True)], records
+
+
+def test_without_a_working_sandbox_grading_is_refused_with_what_to_do(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_check, "bwrap_available", lambda: False)
+    with pytest.raises(SandboxError, match=r"apt-get install bubblewrap.*--sandbox unsafe-none"):
+        require_sandbox("auto", Limits(), None)
+    require_sandbox("unsafe-none", Limits(), None)  # asked for by name: allowed
+
+
+def test_a_sandbox_that_fails_to_start_is_refused_with_its_reason(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    failing = ["sh", "-c", "echo 'bwrap: No permissions to create new namespace' >&2; exit 1"]
+    monkeypatch.setattr(_check, "bwrap_prefix", lambda *args: [*failing, "--"])
+    with pytest.raises(SandboxError, match=r"No permissions to create new namespace.*user namesp"):
+        require_sandbox("bwrap", Limits(), None)
+
+
+def test_a_checkout_inside_what_jobs_see_is_refused(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A course checkout under /usr, or a Python whose prefix holds the checkout."""
+    monkeypatch.setattr(_check, "SOLUTIONS", tmp_path / "course" / "solutions")
+    monkeypatch.setattr(_check, "visible_roots", lambda: [Path("/usr"), tmp_path / "course"])
+    with pytest.raises(SandboxError, match="every job would see the solutions"):
+        require_sandbox("bwrap", Limits(), None)

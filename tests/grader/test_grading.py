@@ -47,7 +47,9 @@ def gradebook(out: Path) -> dict[str, dict[str, str]]:
 @pytest.fixture(scope="module")
 def samples_graded(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("samples") / "out"
-    limits = Limits(wall_seconds=60, test_seconds=30)
+    # The wall is generous: on a loaded 2-core machine an honest submission's run must never
+    # be cut short (hang-swallows-exceptions still meets it, so this fixture takes >= 150 s).
+    limits = Limits(wall_seconds=150, test_seconds=30)
     grade_submissions(SAMPLES, out, GradeOptions(jobs=2, limits=limits))
     return out
 
@@ -241,7 +243,12 @@ def test_the_gradescope_bundle_grades_one_submission(tmp_path: Path) -> None:
     results = json.loads((root / "results" / "results.json").read_text())
     assert "score" not in results, "a top-level score would drop the extra credit"
     assert sum(t["max_score"] for t in results["tests"]) == pytest.approx(100)
-    assert sum(t["score"] for t in results["tests"]) == pytest.approx(100 + 38), "with the bonus"
+    optional = sum(s.weight for s in LAB.stages if s.optional)
+    challenges = sum(1 for t in results["tests"] if "challenge]" in t["name"])
+    assert challenges > 0
+    assert sum(t["score"] for t in results["tests"]) == pytest.approx(
+        100 + optional + challenges
+    ), "every core test, every optional stage and every challenge test: the bonus on top"
     assert len(results["tests"]) > 90
     assert all(
         t["status"] in ("passed", "failed") and t["visibility"] == "visible"

@@ -230,6 +230,25 @@ def test_a_same_size_rewrite_within_one_timestamp_tick_is_seen(
     last_window_is_true(registry, rewrite_in_place(workspace / "log.txt", 997))
 
 
+def test_a_settled_file_is_paged_through_its_index_exactly(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The clock ten seconds on: the file is settled, so its index is kept and used.
+    real_time_ns = time.time_ns
+    monkeypatch.setattr(time, "time_ns", lambda: real_time_ns() + 10 * 10**9)
+    lines = [f"{n:06d} " + "b" * (n % 97) for n in range(60_000)]  # ~3.3 MB: 4 chunks
+    (workspace / "log.txt").write_text("\n".join(lines) + "\n")
+    registry = tools(workspace)
+    first = run(call(registry, "read", {"path": "log.txt", "limit": 3}))
+    assert first.details.lines == len(lines)
+    offsets = [1, 2, 17_000, 18_000, 29_999, 30_000, 45_000, 59_998, 1]
+    for offset in offsets:  # from the index now: every window must still be exact
+        out = run(call(registry, "read", {"path": "log.txt", "offset": offset, "limit": 3}))
+        expected = [f"{n:>4}│ {lines[n - 1]}" for n in range(offset, min(offset + 3, 60_001))]
+        assert text_of(out).split("\n\n[")[0] == "\n".join(expected), f"offset={offset}"
+        assert (out.details.lines, out.details.bytes) == (len(lines), first.details.bytes)
+
+
 @pytest.mark.parametrize("clock", ["real", "coarse"])
 def test_write_read_edit_edit_never_sees_a_stale_index(
     workspace: Path, request: pytest.FixtureRequest, clock: str

@@ -174,11 +174,32 @@ def test_paging_with_the_notice_sees_every_line_exactly_once(workspace: Path) ->
     assert seen == lines, "following the notices must show every line once, whole and in order"
 
 
-def test_an_offset_beyond_the_end_is_an_error(workspace: Path) -> None:
-    write_lines(workspace / "f.txt", 5)
-    out = call_now(tools(workspace), "read", path="f.txt", offset=6)
+@pytest.mark.parametrize(
+    ("content", "offset", "total"), [("l\n" * 5, 6, 5), ("only\n", 2, 1), ("", 2, 0)]
+)
+def test_an_offset_beyond_the_end_is_an_error(
+    workspace: Path, content: str, offset: int, total: int
+) -> None:
+    (workspace / "f.txt").write_text(content)
+    out = call_now(tools(workspace), "read", path="f.txt", offset=offset)
     assert out.is_error, "an offset past the last line must be an error, not an empty success"
-    assert "offset=6 is beyond the end of the file (5 lines)" in text_of(out)
+    assert f"offset={offset} is beyond the end of the file ({total} lines)" in text_of(out), (
+        f"offset={offset} is past the last line of a file of {total} lines (only an empty "
+        f"file may be read at offset 1); got: {text_of(out)!r}"
+    )
+
+
+@pytest.mark.parametrize(
+    "content", ["abc", "abc\n", "abc\nde", "abc\nde\n"], ids=["one", "one-nl", "two", "two-nl"]
+)
+def test_a_file_that_fills_the_budget_exactly_is_shown_whole(workspace: Path, content: str) -> None:
+    (workspace / "f.txt").write_text(content)
+    whole = numbered(content.split("\n")[: content.count("\n") + (not content.endswith("\n"))])
+    exact = call_now(tools(workspace, max_read_bytes=utf8_len(whole)), "read", path="f.txt")
+    assert text_of(exact) == whole, (
+        f"the whole text takes exactly max_read_bytes={utf8_len(whole)} bytes: it fits "
+        "(the budget is 'at most', <=, not <), so it is shown whole with no notice"
+    )
 
 
 def test_a_first_line_that_cannot_fit_is_an_error_not_a_cut_line(workspace: Path) -> None:
@@ -366,4 +387,10 @@ def test_an_abort_during_the_scan_ends_the_read(workspace: Path) -> None:
     assert out.is_error and "aborted" in text_of(out), (
         "an abort while read scans a large file must end the read with an error saying "
         "'aborted': check the signal between chunks"
+    )
+    controller = AbortController()
+    controller.abort()
+    early = run(call(tools(workspace), "read", {"path": "sparse.log"}, signal=controller.signal))
+    assert early.is_error and "aborted" in text_of(early), (
+        "a read whose signal is already aborted must end at once with an error saying 'aborted'"
     )

@@ -163,6 +163,8 @@ def test_a_symlink_loop_is_an_error_result_not_an_exception(workspace: Path, loo
         path = "loop/inside.txt"
     try:
         out = call_now(create_coding_tools(workspace), "read", path=path)
+    except NotImplementedError:
+        raise  # an unfinished stage shows as itself
     except Exception as error:
         raise AssertionError(
             f"a symlink loop made the tool raise {error!r}: ensure_inside_workspace may "

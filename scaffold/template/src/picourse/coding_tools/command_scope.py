@@ -229,7 +229,8 @@ def _new_cgroup(marker: str) -> Path | None:
     base = _own_cgroup()
     if base is None:
         return None
-    cgroup = base / f"picourse-bash-{os.getpid()}-{marker}"
+    _remove_stale_cgroups(base)
+    cgroup = base / f"{_CGROUP_PREFIX}{os.getpid()}-{marker}"
     try:
         cgroup.mkdir()
     except OSError:
@@ -239,6 +240,20 @@ def _new_cgroup(marker: str) -> Path | None:
             cgroup.rmdir()
         return None
     return cgroup
+
+
+_CGROUP_PREFIX = "picourse-bash-"
+
+
+def _remove_stale_cgroups(base: Path) -> None:
+    """Empty cgroups of processes that died before releasing them (killed, or gave up)."""
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(base):
+            owner = entry.name.removeprefix(_CGROUP_PREFIX).split("-")[0]
+            stale = owner.isdigit() and not psutil.pid_exists(int(owner))
+            if entry.name.startswith(_CGROUP_PREFIX) and stale:
+                with contextlib.suppress(OSError):
+                    os.rmdir(entry.path)  # fails, harmlessly, while still populated
 
 
 def _own_cgroup() -> Path | None:

@@ -95,6 +95,24 @@ TERM_RECORDERS = """
 """
 
 
+def abort_when_ready(workspace: Path, command: str) -> tuple[ToolOutput, float]:
+    """Run the command, abort once it wrote family.pid. Returns the result and the seconds
+    from the abort to the result."""
+
+    async def scenario() -> tuple[ToolOutput, float]:
+        controller = AbortController()
+        task = asyncio.create_task(
+            call(unrestricted(workspace), "bash", {"command": command}, signal=controller.signal)
+        )
+        await wait_for_file(workspace / "family.pid", task)
+        aborted = time.monotonic()
+        controller.abort("user pressed Esc")
+        out = await task
+        return out, time.monotonic() - aborted
+
+    return run(scenario())
+
+
 def assert_each_got_sigterm(workspace: Path) -> None:
     family = [int(pid) for pid in (workspace / "family.pid").read_text().split()]
     missed = [pid for pid in family if not (workspace / f"term-{pid}").exists()]
@@ -187,16 +205,7 @@ def test_a_timeout_kills_the_whole_group_before_returning(workspace: Path) -> No
 def test_an_abort_while_running_kills_the_group_and_is_not_a_timeout(workspace: Path) -> None:
     command = script(workspace, "family_abort.py", FAMILY)
 
-    async def scenario() -> ToolOutput:
-        controller = AbortController()
-        task = asyncio.create_task(
-            call(unrestricted(workspace), "bash", {"command": command}, signal=controller.signal)
-        )
-        await wait_for_file(workspace / "family.pid", task)
-        controller.abort("user pressed Esc")
-        return await task
-
-    out = run(scenario())
+    out, _ = abort_when_ready(workspace, command)
     assert out.is_error and out.details.aborted and not out.details.timed_out, (
         "an abort while running must end as aborted (not timed out)"
     )
@@ -207,16 +216,7 @@ def test_an_abort_while_running_kills_the_group_and_is_not_a_timeout(workspace: 
 def test_a_descendant_that_ignores_sigterm_does_not_outlive_the_call(workspace: Path) -> None:
     command = script(workspace, "stubborn.py", FAMILY) + " --ignore-term"
 
-    async def scenario() -> ToolOutput:
-        controller = AbortController()
-        task = asyncio.create_task(
-            call(unrestricted(workspace), "bash", {"command": command}, signal=controller.signal)
-        )
-        await wait_for_file(workspace / "family.pid", task)
-        controller.abort()
-        return await task
-
-    out = run(scenario())
+    out, _ = abort_when_ready(workspace, command)
     assert out.details.aborted
     grandchild = int((workspace / "grandchild.pid").read_text())
     assert_gone(grandchild, "stubborn.py")
@@ -233,16 +233,7 @@ def test_a_timeout_sends_sigterm_to_the_whole_group_first(workspace: Path) -> No
 def test_an_abort_sends_sigterm_to_the_whole_group_first(workspace: Path) -> None:
     command = script(workspace, "term_abort.py", TERM_RECORDERS)
 
-    async def scenario() -> ToolOutput:
-        controller = AbortController()
-        task = asyncio.create_task(
-            call(unrestricted(workspace), "bash", {"command": command}, signal=controller.signal)
-        )
-        await wait_for_file(workspace / "family.pid", task)
-        controller.abort()
-        return await task
-
-    out = run(scenario())
+    out, _ = abort_when_ready(workspace, command)
     assert out.details.aborted, text_of(out)
     assert_each_got_sigterm(workspace)
 
@@ -250,18 +241,7 @@ def test_an_abort_sends_sigterm_to_the_whole_group_first(workspace: Path) -> Non
 def test_the_grace_after_sigterm_is_short(workspace: Path) -> None:
     command = script(workspace, "slow_to_die.py", FAMILY) + " --ignore-term"
 
-    async def scenario() -> float:
-        controller = AbortController()
-        task = asyncio.create_task(
-            call(unrestricted(workspace), "bash", {"command": command}, signal=controller.signal)
-        )
-        await wait_for_file(workspace / "family.pid", task)
-        aborted = time.monotonic()
-        controller.abort()
-        await task
-        return time.monotonic() - aborted
-
-    seconds = run(scenario())
+    _, seconds = abort_when_ready(workspace, command)
     assert seconds < 4, (
         f"the call returned {seconds:.1f} s after the abort: a process that ignores SIGTERM "
         "gets a short grace (about 1 s, at most 2 s), then SIGKILL"

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import tracemalloc
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ import pytest
 from lab_helpers import call, call_now, run, text_of, utf8_len, wait_for_file
 from picourse.abort import AbortController, AbortSignal
 from picourse.coding_tools import BashDetails, create_coding_tools
+from picourse.coding_tools.output_budget import OutputBudget
 from picourse.tool import ToolOutput, ToolRegistry
 
 pytestmark = pytest.mark.lab8_5
@@ -360,6 +362,51 @@ def test_long_output_is_truncated_within_the_budget_notice_included(workspace: P
         f"the text is {utf8_len(text_of(out))} bytes: the notice counts against the budget"
     )
     assert text_of(out).startswith("xxxx") and out.details.truncated
+
+
+def test_output_that_exactly_fills_the_budget_is_not_truncated(workspace: Path) -> None:
+    command = f"{PY} -c \"print('x' * 999)\""  # 1000 bytes with the newline
+    out = call_now(unrestricted(workspace, max_bash_output_bytes=1000), "bash", command=command)
+    assert text_of(out) == "x" * 999 + "\n" and not out.details.truncated, (
+        "output of exactly max_bash_output_bytes fits: keep it whole, without the notice"
+    )
+
+
+def test_a_failed_command_keeps_its_status_and_the_notice_within_the_budget(
+    workspace: Path,
+) -> None:
+    command = f"{PY} -c \"print('x' * 200000)\"; exit 3"
+    out = call_now(unrestricted(workspace, max_bash_output_bytes=1000), "bash", command=command)
+    assert out.is_error and out.details.truncated
+    assert utf8_len(text_of(out)) <= 1000 and text_of(out).endswith("[output truncated]"), (
+        "the status line of a failed command counts against the budget too: reserve its bytes "
+        "(render(reserve=...)) before cutting, so that the notice still ends the text"
+    )
+
+
+def test_the_budget_holds_at_most_limit_bytes_and_loses_none_of_them() -> None:
+    budget = OutputBudget(1000)
+    budget.add(b"x" * 999)
+    budget.add(b"y")  # exactly the last byte of room
+    assert budget.render() == ("x" * 999 + "y", False), (
+        "1000 bytes fit a budget of 1000: keep every one of them, and do not report truncation"
+    )
+    tracemalloc.start()
+    try:
+        flood = OutputBudget(1000)
+        chunk = b"z" * 65536
+        before = tracemalloc.get_traced_memory()[0]
+        for _ in range(128):  # 8 MiB
+            flood.add(chunk)
+        kept = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert kept < 256 * 1024, (
+        f"the budget grew by {kept} bytes while 8 MiB went through a 1000-byte budget: keep at "
+        "most limit bytes and drop the rest as it arrives (a command may print gigabytes)"
+    )
+    text, truncated = flood.render()
+    assert truncated and utf8_len(text) <= 1000
 
 
 @pytest.mark.parametrize("budget", [999, 1000])  # one of the two cuts lands inside an 'é'

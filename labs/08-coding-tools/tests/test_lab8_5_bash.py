@@ -357,7 +357,9 @@ def test_a_background_process_does_not_outlive_a_successful_command(workspace: P
 def test_long_output_is_truncated_within_the_budget_notice_included(workspace: Path) -> None:
     command = f"{PY} -c \"print('x' * 200000)\""
     out = call_now(unrestricted(workspace, max_bash_output_bytes=1000), "bash", command=command)
-    assert text_of(out).endswith("[output truncated]"), "truncated output must end with the notice"
+    assert text_of(out).endswith("\n[output truncated]"), (
+        "truncated output must end with the notice, on a line of its own"
+    )
     assert utf8_len(text_of(out)) <= 1000, (
         f"the text is {utf8_len(text_of(out))} bytes: the notice counts against the budget"
     )
@@ -384,12 +386,27 @@ def test_a_failed_command_keeps_its_status_and_the_notice_within_the_budget(
     )
 
 
+def test_a_budget_smaller_than_the_notice_still_holds(workspace: Path) -> None:
+    command = f"{PY} -c \"print('x' * 5000)\""
+    out = call_now(unrestricted(workspace, max_bash_output_bytes=10), "bash", command=command)
+    assert out.details.truncated and utf8_len(text_of(out)) <= 10, (
+        "with a budget smaller than the notice, cut the notice itself to the budget"
+    )
+
+
 def test_the_budget_holds_at_most_limit_bytes_and_loses_none_of_them() -> None:
     budget = OutputBudget(1000)
     budget.add(b"x" * 999)
     budget.add(b"y")  # exactly the last byte of room
     assert budget.render() == ("x" * 999 + "y", False), (
         "1000 bytes fit a budget of 1000: keep every one of them, and do not report truncation"
+    )
+    lines = OutputBudget(99)
+    lines.add(b"line\n" * 100)
+    text, truncated = lines.render()
+    assert truncated and utf8_len(text) <= 99 and text.startswith("line\nline\n"), text
+    assert text.endswith("\n[output truncated]") and "\n\n" not in text, (
+        f"the notice stands on a line of its own, with no empty line before it: {text!r}"
     )
     tracemalloc.start()
     try:

@@ -19,7 +19,8 @@ from coursekit.runner import run_lab_tests
 from tests.chapter08.labrun import build, render_base
 
 LAB = load_lab("08")
-pytestmark = pytest.mark.slow
+# A hanging implementation takes each stuck test to its deadline (15 s) before failing.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 
 def processes_under(directory: Path) -> list[str]:

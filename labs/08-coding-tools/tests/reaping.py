@@ -27,22 +27,30 @@ def snapshot() -> set[int]:
 
 
 def leftovers(before: set[int], directory: Path | None) -> list[psutil.Process]:
-    """Live processes that belong to the test and are not in ``before``."""
+    """Live processes that belong to the test and are not in ``before``. Only processes
+    new since the snapshot are looked at, so the cost follows what the test started."""
     me = psutil.Process()
     spared = before | {me.pid} | {parent.pid for parent in me.parents()}
-    found: dict[int, psutil.Process] = {}
-    with contextlib.suppress(psutil.Error):
-        for child in me.children(recursive=True):
-            found[child.pid] = child
-    if directory is not None:
-        root = str(directory.resolve())
-        for process in psutil.process_iter(["create_time", "cwd", "cmdline"]):
-            info = process.info
-            # A deleted directory still shows as the cwd, with a suffix.
-            places = [(info["cwd"] or "").removesuffix(" (deleted)"), *(info["cmdline"] or [])]
-            if any(place == root or place.startswith(root + os.sep) for place in places):
-                found[process.pid] = process
-    return [process for pid, process in found.items() if pid not in spared and _alive(process)]
+    root = str(directory.resolve()) if directory is not None else None
+    found = []
+    for pid in set(psutil.pids()) - spared:
+        with contextlib.suppress(psutil.Error):
+            process = psutil.Process(pid)
+            if _alive(process) and (_descends_from(process, me.pid) or _works_in(process, root)):
+                found.append(process)
+    return found
+
+
+def _descends_from(process: psutil.Process, ancestor: int) -> bool:
+    return any(parent.pid == ancestor for parent in process.parents())
+
+
+def _works_in(process: psutil.Process, root: str | None) -> bool:
+    if root is None:
+        return False
+    # A deleted directory still shows as the cwd, with a suffix.
+    places = [process.cwd().removesuffix(" (deleted)"), *process.cmdline()]
+    return any(place == root or place.startswith(root + os.sep) for place in places)
 
 
 def reap(before: set[int], directory: Path | None = None) -> int:

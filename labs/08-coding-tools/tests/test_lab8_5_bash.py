@@ -13,6 +13,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import tracemalloc
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ import pytest
 from lab_helpers import call, call_now, run, text_of, utf8_len, wait_for_file
 from picourse.abort import AbortController, AbortSignal
 from picourse.coding_tools import BashDetails, create_coding_tools
+from picourse.coding_tools.output_budget import OutputBudget
 from picourse.tool import ToolOutput, ToolRegistry
 
 pytestmark = pytest.mark.lab8_5
@@ -93,6 +95,24 @@ TERM_RECORDERS = """
     for _ in range(2400):  # a leftover still ends by itself, in 2 minutes
         time.sleep(0.05)
 """
+
+
+def abort_when_ready(workspace: Path, command: str) -> tuple[ToolOutput, float]:
+    """Run the command, abort once it wrote family.pid. Returns the result and the seconds
+    from the abort to the result."""
+
+    async def scenario() -> tuple[ToolOutput, float]:
+        controller = AbortController()
+        task = asyncio.create_task(
+            call(unrestricted(workspace), "bash", {"command": command}, signal=controller.signal)
+        )
+        await wait_for_file(workspace / "family.pid", task)
+        aborted = time.monotonic()
+        controller.abort("user pressed Esc")
+        out = await task
+        return out, time.monotonic() - aborted
+
+    return run(scenario())
 
 
 def assert_each_got_sigterm(workspace: Path) -> None:
@@ -173,30 +193,22 @@ def test_death_by_signal_has_no_exit_code(workspace: Path) -> None:
     assert out.details.exit_code is None, "killed by a signal: exit_code is None"
 
 
-def test_a_timeout_kills_the_whole_group_before_returning(workspace: Path) -> None:
-    command = script(workspace, "family_timeout.py", FAMILY)
+def test_a_timeout_sends_sigterm_to_the_whole_group_then_returns(workspace: Path) -> None:
+    command = script(workspace, "term_timeout.py", TERM_RECORDERS)
     out = call_now(unrestricted(workspace, bash_timeout_ms=3000), "bash", command=command)
     assert (workspace / "family.pid").exists(), "the child never started (machine overloaded?)"
     assert out.is_error and out.details.timed_out and not out.details.aborted, (
         "a command still running at the timeout must end as timed_out (and not aborted)"
     )
+    assert_each_got_sigterm(workspace)
     for pid in map(int, (workspace / "family.pid").read_text().split()):
-        assert_gone(pid, "family_timeout.py")
+        assert_gone(pid, "term_timeout.py")
 
 
 def test_an_abort_while_running_kills_the_group_and_is_not_a_timeout(workspace: Path) -> None:
     command = script(workspace, "family_abort.py", FAMILY)
 
-    async def scenario() -> ToolOutput:
-        controller = AbortController()
-        task = asyncio.create_task(
-            call(unrestricted(workspace), "bash", {"command": command}, signal=controller.signal)
-        )
-        await wait_for_file(workspace / "family.pid", task)
-        controller.abort("user pressed Esc")
-        return await task
-
-    out = run(scenario())
+    out, _ = abort_when_ready(workspace, command)
     assert out.is_error and out.details.aborted and not out.details.timed_out, (
         "an abort while running must end as aborted (not timed out)"
     )
@@ -207,42 +219,16 @@ def test_an_abort_while_running_kills_the_group_and_is_not_a_timeout(workspace: 
 def test_a_descendant_that_ignores_sigterm_does_not_outlive_the_call(workspace: Path) -> None:
     command = script(workspace, "stubborn.py", FAMILY) + " --ignore-term"
 
-    async def scenario() -> ToolOutput:
-        controller = AbortController()
-        task = asyncio.create_task(
-            call(unrestricted(workspace), "bash", {"command": command}, signal=controller.signal)
-        )
-        await wait_for_file(workspace / "family.pid", task)
-        controller.abort()
-        return await task
-
-    out = run(scenario())
+    out, _ = abort_when_ready(workspace, command)
     assert out.details.aborted
     grandchild = int((workspace / "grandchild.pid").read_text())
     assert_gone(grandchild, "stubborn.py")
 
 
-def test_a_timeout_sends_sigterm_to_the_whole_group_first(workspace: Path) -> None:
-    command = script(workspace, "term_timeout.py", TERM_RECORDERS)
-    out = call_now(unrestricted(workspace, bash_timeout_ms=4000), "bash", command=command)
-    assert (workspace / "family.pid").exists(), "the child never started (machine overloaded?)"
-    assert out.details.timed_out, text_of(out)
-    assert_each_got_sigterm(workspace)
-
-
 def test_an_abort_sends_sigterm_to_the_whole_group_first(workspace: Path) -> None:
     command = script(workspace, "term_abort.py", TERM_RECORDERS)
 
-    async def scenario() -> ToolOutput:
-        controller = AbortController()
-        task = asyncio.create_task(
-            call(unrestricted(workspace), "bash", {"command": command}, signal=controller.signal)
-        )
-        await wait_for_file(workspace / "family.pid", task)
-        controller.abort()
-        return await task
-
-    out = run(scenario())
+    out, _ = abort_when_ready(workspace, command)
     assert out.details.aborted, text_of(out)
     assert_each_got_sigterm(workspace)
 
@@ -250,18 +236,7 @@ def test_an_abort_sends_sigterm_to_the_whole_group_first(workspace: Path) -> Non
 def test_the_grace_after_sigterm_is_short(workspace: Path) -> None:
     command = script(workspace, "slow_to_die.py", FAMILY) + " --ignore-term"
 
-    async def scenario() -> float:
-        controller = AbortController()
-        task = asyncio.create_task(
-            call(unrestricted(workspace), "bash", {"command": command}, signal=controller.signal)
-        )
-        await wait_for_file(workspace / "family.pid", task)
-        aborted = time.monotonic()
-        controller.abort()
-        await task
-        return time.monotonic() - aborted
-
-    seconds = run(scenario())
+    _, seconds = abort_when_ready(workspace, command)
     assert seconds < 4, (
         f"the call returned {seconds:.1f} s after the abort: a process that ignores SIGTERM "
         "gets a short grace (about 1 s, at most 2 s), then SIGKILL"
@@ -375,11 +350,73 @@ def test_a_background_process_does_not_outlive_a_successful_command(workspace: P
 def test_long_output_is_truncated_within_the_budget_notice_included(workspace: Path) -> None:
     command = f"{PY} -c \"print('x' * 200000)\""
     out = call_now(unrestricted(workspace, max_bash_output_bytes=1000), "bash", command=command)
-    assert text_of(out).endswith("[output truncated]"), "truncated output must end with the notice"
+    assert text_of(out).endswith("\n[output truncated]"), (
+        "truncated output must end with the notice, on a line of its own"
+    )
     assert utf8_len(text_of(out)) <= 1000, (
         f"the text is {utf8_len(text_of(out))} bytes: the notice counts against the budget"
     )
     assert text_of(out).startswith("xxxx") and out.details.truncated
+
+
+def test_output_that_exactly_fills_the_budget_is_not_truncated(workspace: Path) -> None:
+    command = f"{PY} -c \"print('x' * 999)\""  # 1000 bytes with the newline
+    out = call_now(unrestricted(workspace, max_bash_output_bytes=1000), "bash", command=command)
+    assert text_of(out) == "x" * 999 + "\n" and not out.details.truncated, (
+        "output of exactly max_bash_output_bytes fits: keep it whole, without the notice"
+    )
+
+
+def test_a_failed_command_keeps_its_status_and_the_notice_within_the_budget(
+    workspace: Path,
+) -> None:
+    command = f"{PY} -c \"print('x' * 200000)\"; exit 3"
+    out = call_now(unrestricted(workspace, max_bash_output_bytes=1000), "bash", command=command)
+    assert out.is_error and out.details.truncated
+    assert utf8_len(text_of(out)) <= 1000 and text_of(out).endswith("[output truncated]"), (
+        "the status line of a failed command counts against the budget too: reserve its bytes "
+        "(render(reserve=...)) before cutting, so that the notice still ends the text"
+    )
+
+
+def test_a_budget_smaller_than_the_notice_still_holds(workspace: Path) -> None:
+    command = f"{PY} -c \"print('x' * 5000)\""
+    out = call_now(unrestricted(workspace, max_bash_output_bytes=10), "bash", command=command)
+    assert out.details.truncated and utf8_len(text_of(out)) <= 10, (
+        "with a budget smaller than the notice, cut the notice itself to the budget"
+    )
+
+
+def test_the_budget_holds_at_most_limit_bytes_and_loses_none_of_them() -> None:
+    budget = OutputBudget(1000)
+    budget.add(b"x" * 999)
+    budget.add(b"y")  # exactly the last byte of room
+    assert budget.render() == ("x" * 999 + "y", False), (
+        "1000 bytes fit a budget of 1000: keep every one of them, and do not report truncation"
+    )
+    lines = OutputBudget(99)
+    lines.add(b"line\n" * 100)
+    text, truncated = lines.render()
+    assert truncated and utf8_len(text) <= 99 and text.startswith("line\nline\n"), text
+    assert text.endswith("\n[output truncated]") and "\n\n" not in text, (
+        f"the notice stands on a line of its own, with no empty line before it: {text!r}"
+    )
+    tracemalloc.start()
+    try:
+        flood = OutputBudget(1000)
+        chunk = b"z" * 65536
+        before = tracemalloc.get_traced_memory()[0]
+        for _ in range(128):  # 8 MiB
+            flood.add(chunk)
+        kept = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert kept < 256 * 1024, (
+        f"the budget grew by {kept} bytes while 8 MiB went through a 1000-byte budget: keep at "
+        "most limit bytes and drop the rest as it arrives (a command may print gigabytes)"
+    )
+    text, truncated = flood.render()
+    assert truncated and utf8_len(text) <= 1000
 
 
 @pytest.mark.parametrize("budget", [999, 1000])  # one of the two cuts lands inside an 'é'

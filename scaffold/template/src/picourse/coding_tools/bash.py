@@ -13,6 +13,7 @@ can receive (NUL, a lone surrogate) and an already-aborted signal give an error 
 without spawning anything. The whole text, status such as ``(no output, exit 0)``
 included, fits in ``max_bash_output_bytes``. Report ``BashDetails``.
 """
+
 from __future__ import annotations
 
 from picourse.abort import AbortSignal

@@ -3,7 +3,8 @@
 stdout and stderr feed one budget through ``add``. Keep at most ``limit`` bytes; the
 caller keeps reading both pipes past that (a child blocked on a full pipe never exits).
 ``render`` returns the text and whether it was truncated; truncated text ends with
-``[output truncated]`` and, notice included, stays within ``limit - reserve`` UTF-8 bytes.
+``[output truncated]`` on a line of its own and, notice included, stays within
+``limit - reserve`` UTF-8 bytes (a budget smaller than the notice gets the notice cut).
 """
 
 from __future__ import annotations

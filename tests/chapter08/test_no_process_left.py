@@ -1,0 +1,72 @@
+"""A red Lab 8.5 run leaves no process behind: not with a hanging implementation, not after
+`practice.py break`. Everything a run starts works in, or names, a directory under the
+test's own TMPDIR, so that is where leftovers are looked for (other runs on the machine
+may use the same sample programs)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+
+from coursekit import load_lab
+from coursekit.layout import COURSE_ROOT
+from coursekit.runner import run_lab_tests
+from tests.chapter08.labrun import build, render_base
+
+LAB = load_lab("08")
+# A hanging implementation takes each stuck test to its deadline (15 s) before failing.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+
+
+def processes_under(directory: Path) -> list[str]:
+    root = str(directory.resolve())
+    found = []
+    for process in psutil.process_iter(["cwd", "cmdline", "status"]):
+        info = process.info
+        if info["status"] == psutil.STATUS_ZOMBIE:
+            continue
+        places = [(info["cwd"] or "").removesuffix(" (deleted)"), *(info["cmdline"] or [])]
+        if process.pid != os.getpid() and any(p.startswith(root) for p in places):
+            found.append(f"{process.pid} {' '.join(info['cmdline'] or [])}")
+    return found
+
+
+def test_a_red_run_of_a_hanging_implementation_leaves_no_process(tmp_path: Path) -> None:
+    hang = next(m for m in LAB.stage("8.5").mutants if m.name == "wait-for-the-pipes")
+    base = render_base(LAB, tmp_path / "base")
+    directory = build(LAB, base, tmp_path / "hanging", [s.id for s in LAB.stages], hang)
+    run = run_lab_tests(directory, "lab8_5", extra=(f"--basetemp={tmp_path / 'runs'}",))
+    failed = [o for o in run.outcomes if not o.passed]
+    assert failed, "the hanging implementation must be red"
+    assert "INTERNALERROR" not in run.output, run.output[-3000:]
+    hung = [o for o in failed if "did not finish within" in o.message]
+    assert hung and all("background child" in o.message for o in hung), (
+        "a hang must fail with the deadline message that names the pipes as the likely cause: "
+        + "; ".join(o.message[:200] for o in failed)
+    )
+    assert processes_under(tmp_path) == []
+
+
+def test_break_kill_only_the_shell_leaves_no_process(tmp_path: Path) -> None:
+    directory = tmp_path / "practice"
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    practice = [sys.executable, str(COURSE_ROOT / "practice.py")]
+    subprocess.run(
+        [*practice, "08", str(directory)], check=True, capture_output=True, env=env, timeout=300
+    )
+    result = subprocess.run(
+        [*practice, "break", "8.5", "kill-only-the-shell"],
+        cwd=directory,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        check=False,
+    )
+    assert result.returncode == 0 and "Caught" in result.stdout, result.stdout + result.stderr
+    assert processes_under(tmp_path) == []

@@ -242,10 +242,10 @@ def test_a_fifo_in_the_workspace_does_not_stop_the_run(project: Path) -> None:
         "files.open_regular_file does"
     )
     assert result.reason == "stop"
-    for message in (result.messages[2], result.messages[4]):
+    for index, tool in ((2, "read"), (4, "edit")):
+        message = result.messages[index]
         assert isinstance(message, ToolResultMessage) and message.is_error, (
-            f"{message.tool_name} of a FIFO is an error result: only regular files are read "
-            "or edited"
+            f"{tool} of a FIFO is an error result: only regular files are read or edited"
         )
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode), "the FIFO is left as it was"
 

@@ -311,7 +311,7 @@ class RecordingAnswers(io.StringIO):
         super().__init__(typed)
         self.readers: list[int] = []
 
-    def readline(self, size: int | None = -1) -> str:
+    def readline(self, size: int = -1, /) -> str:  # type: ignore[override]
         self.readers.append(threading.get_ident())
         return super().readline(size)
 

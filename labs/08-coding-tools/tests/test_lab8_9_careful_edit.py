@@ -149,6 +149,8 @@ def test_replace_all_replaces_non_overlapping_occurrences_left_to_right(workspac
         "replace_all replaces as str.replace does: left to right, never reusing a character "
         "of a replaced occurrence ('aaa' becomes 'ba')"
     )
+    out = edit(tools, "runs.txt", edits=[{"old_text": "c", "new_text": "d", "replace_all": True}])
+    refused(out, path, b"ba bb\n", "edits[0]", "no match")
 
 
 def test_several_matches_without_replace_all_name_their_lines(workspace: Path, app: Path) -> None:

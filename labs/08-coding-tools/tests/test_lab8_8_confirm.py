@@ -94,7 +94,9 @@ def test_a_new_file_shows_an_all_added_diff_and_a_declined_one_is_not_created(
 ) -> None:
     approver = Approver(False)
     out = call_now(tools(workspace, approver), "write", path="new/hello.py", content="a\nb\n")
-    assert out.is_error and not (workspace / "new" / "hello.py").exists()
+    assert out.is_error and not (workspace / "new").exists(), (
+        "a declined new file is not created, nor the folders it would need"
+    )
     (request,) = approver.requests
     assert request.diff is not None
     assert request.diff.splitlines() == [
@@ -204,8 +206,8 @@ def test_a_diff_is_capped_with_a_notice(workspace: Path) -> None:
     diff = approver.requests[0].diff
     assert diff is not None
     lines = diff.splitlines()
-    assert len(lines) <= 101 and "truncated" in lines[-1], (
-        "at most 100 diff lines, then a notice that more was left out"
+    assert len(lines) == 101 and lines[0] == "--- a/big.txt" and "truncated" in lines[-1], (
+        "the first 100 diff lines, then a notice that more was left out"
     )
 
 
@@ -318,9 +320,11 @@ class RecordingAnswers(io.StringIO):
 
 def test_the_terminal_approver_reads_the_answer_off_the_event_loop() -> None:
     answers = RecordingAnswers("y\n")
-    console = Console(file=io.StringIO(), force_terminal=True, width=80)
+    screen = io.StringIO()
+    console = Console(file=screen, force_terminal=True, width=80)
     confirm = terminal_confirmer(answers=answers, console=console)
     assert run(ask(confirm, ConfirmRequest("bash", command="make test"))) is True
+    assert "make test" in screen.getvalue(), "a command is shown before it is approved"
     assert answers.readers, "the answer is read from answers with readline"
     assert threading.get_ident() not in answers.readers, (
         "readline blocks until the person answers; on the event loop's thread it would "

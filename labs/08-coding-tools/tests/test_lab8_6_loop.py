@@ -136,6 +136,18 @@ def test_events_and_max_steps_are_passed_through(project: Path) -> None:
     ], "on_event must reach the loop"
 
 
+def test_a_run_is_bounded_to_50_steps_by_default(project: Path) -> None:
+    endless = [
+        assistant_message([ToolCall(f"r{n}", "read", {"path": "greet.py"})], "toolUse")
+        for n in range(60)
+    ]
+    model = ScriptedModel(endless)
+    result = run(run_coding_agent(model, str(project), TASK))
+    assert result.reason == "max_steps" and len(model.requests) == 50, (
+        "run_coding_agent's default max_steps=50 reaches the loop"
+    )
+
+
 def test_workspace_containment_is_the_default(project: Path, outside: Path) -> None:
     turns = [
         assistant_message([ToolCall("r1", "read", {"path": "../outside/secret.txt"})], "toolUse"),

@@ -152,16 +152,17 @@ def test_the_disk_is_touched_only_after_approval(workspace: Path) -> None:
 
 
 def test_a_missing_final_newline_is_marked_in_the_diff(workspace: Path) -> None:
-    (workspace / "tail.txt").write_text("a\nb")
+    (workspace / "tail.txt").write_text("a\nx\nb")
     approver = Approver(True)
-    call_now(tools(workspace, approver), "write", path="tail.txt", content="a\nc")
+    call_now(tools(workspace, approver), "write", path="tail.txt", content="a\nx\nc")
     diff = approver.requests[0].diff
     assert diff is not None
     assert diff.splitlines() == [
         "--- a/tail.txt",
         "+++ b/tail.txt",
-        "@@ -1,2 +1,2 @@",
+        "@@ -1,3 +1,3 @@",
         " a",
+        " x",
         "-b",
         "\\ No newline at end of file",
         "+c",
@@ -208,6 +209,11 @@ def test_a_diff_is_capped_with_a_notice(workspace: Path) -> None:
     lines = diff.splitlines()
     assert len(lines) == 101 and lines[0] == "--- a/big.txt" and "truncated" in lines[-1], (
         "the first 100 diff lines, then a notice that more was left out"
+    )
+    call_now(tools(workspace, approver), "write", path="fits.txt", content=numbered(97))
+    fits = approver.requests[-1].diff
+    assert fits is not None and len(fits.splitlines()) == 100 and "truncated" not in fits, (
+        "a diff of exactly 100 lines is shown whole"
     )
 
 

@@ -136,6 +136,18 @@ def test_events_and_max_steps_are_passed_through(project: Path) -> None:
     ], "on_event must reach the loop"
 
 
+def test_a_run_is_bounded_to_50_steps_by_default(project: Path) -> None:
+    endless = [
+        assistant_message([ToolCall(f"r{n}", "read", {"path": "greet.py"})], "toolUse")
+        for n in range(60)
+    ]
+    model = ScriptedModel(endless)
+    result = run(run_coding_agent(model, str(project), TASK))
+    assert result.reason == "max_steps" and len(model.requests) == 50, (
+        "run_coding_agent's default max_steps=50 reaches the loop"
+    )
+
+
 def test_workspace_containment_is_the_default(project: Path, outside: Path) -> None:
     turns = [
         assistant_message([ToolCall("r1", "read", {"path": "../outside/secret.txt"})], "toolUse"),
@@ -217,9 +229,9 @@ def test_containment_is_passed_through(project: Path, outside: Path) -> None:
     )
 
 
-# How long the run may take before the test decides a tool is stuck on the FIFO: far
-# beyond what a run that refuses it needs, and well below the test's own deadline.
-FIFO_DEADLINE_SECONDS = 10.0
+# When the test starts to wake a reader stuck on the FIFO. Only a reader blocked in open()
+# lets a writer open it, so a slow but correct run is never taken for a stuck one.
+FIFO_DEADLINE_SECONDS = 3.0
 
 
 def test_a_fifo_in_the_workspace_does_not_stop_the_run(project: Path) -> None:
@@ -242,10 +254,10 @@ def test_a_fifo_in_the_workspace_does_not_stop_the_run(project: Path) -> None:
         "files.open_regular_file does"
     )
     assert result.reason == "stop"
-    for message in (result.messages[2], result.messages[4]):
+    for index, tool in ((2, "read"), (4, "edit")):
+        message = result.messages[index]
         assert isinstance(message, ToolResultMessage) and message.is_error, (
-            f"{message.tool_name} of a FIFO is an error result: only regular files are read "
-            "or edited"
+            f"{tool} of a FIFO is an error result: only regular files are read or edited"
         )
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode), "the FIFO is left as it was"
 
@@ -255,11 +267,14 @@ async def finish_unblocking(
 ) -> tuple[AgentRun, bool]:
     """Run ``work``; past the deadline, wake whatever is stuck opening ``fifo`` (a writer
     that opens and closes it gives a blocked reader end of file), so that a wrong
-    implementation fails with an explanation instead of hanging the test process."""
+    implementation fails with an explanation instead of hanging the test process. True
+    when something was stuck: opening for writing succeeds only while a reader waits."""
     task = asyncio.ensure_future(work)
-    done, _ = await asyncio.wait({task}, timeout=FIFO_DEADLINE_SECONDS)
+    await asyncio.wait({task}, timeout=FIFO_DEADLINE_SECONDS)
+    woken = 0
     while not task.done():
-        with contextlib.suppress(OSError):  # ENXIO: no reader has it open yet
+        with contextlib.suppress(OSError):  # ENXIO: no reader has it open
             os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+            woken += 1
         await asyncio.wait({task}, timeout=0.05)
-    return task.result(), not done
+    return task.result(), woken > 0

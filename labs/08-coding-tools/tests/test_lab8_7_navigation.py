@@ -97,6 +97,10 @@ def test_ls_caps_long_listings_with_a_notice(workspace: Path) -> None:
         "a capped listing shows `limit` entries and says how many there are in all"
     )
     assert out.details == ListDetails(str(workspace), 30, True)
+    exact = ls(workspace, limit=30)
+    assert lines_of(exact)[-1] == "[30 entries]" and exact.details == ListDetails(
+        str(workspace), 30, False
+    ), "exactly `limit` entries are all shown: nothing is left out"
 
 
 def test_ls_lists_a_subfolder_and_refuses_a_file_or_a_missing_path(project: Path) -> None:
@@ -151,6 +155,18 @@ def test_glob_matches_stars_and_double_stars_sorted_and_relative(project: Path) 
         "? matches one character within a name, never a /"
     )
     assert lines_of(glob(project, "src/*")) == ["src/app/"], "a matching folder ends with /"
+    assert lines_of(glob(project, "src/**/*.py")) == [
+        "src/app/__init__.py",
+        "src/app/core.py",
+        "src/app/util/strings.py",
+    ], "**/ may stand in the middle of a pattern"
+    assert lines_of(glob(project, "src/**")) == [
+        "src/app/",
+        "src/app/__init__.py",
+        "src/app/core.py",
+        "src/app/util/",
+        "src/app/util/strings.py",
+    ], "a final ** matches everything below"
     out = glob(project, "**/*.py")
     assert out.details == GlobDetails("**/*.py", 5, False)
 
@@ -175,14 +191,13 @@ def test_glob_takes_every_other_character_literally(workspace: Path) -> None:
 def test_glob_reads_gitignore_from_the_workspace_root_wherever_it_searches(
     project: Path,
 ) -> None:
-    (project / ".gitignore").write_text("build/\n*.log\n/src/app/generated.py\n")
+    (project / ".gitignore").write_text("build/\n*.log\n/src/app/generated.py\n/src/app/util/\n")
     for name in ("generated.py", "debug.log"):
         (project / "src" / "app" / name).write_text("")
     (project / "generated.py").write_text("")
     assert lines_of(glob(project, "*", path="src/app")) == [
         "src/app/__init__.py",
         "src/app/core.py",
-        "src/app/util/",
     ], (
         "the workspace root's .gitignore applies below any search path, and its patterns "
         "are relative to the root: match the path relative to the workspace"
@@ -214,6 +229,10 @@ def test_glob_caps_results_with_a_notice_suggesting_a_narrower_pattern(workspace
     assert lines[:5] == [f"m{number:02}.py" for number in range(5)]
     assert len(lines) == 6 and "Showing 5 of 25" in lines[-1] and "narrower" in lines[-1]
     assert out.details == GlobDetails("*.py", 25, True)
+    exact = glob(workspace, "*.py", limit=25)
+    assert len(lines_of(exact)) == 25 and exact.details == GlobDetails("*.py", 25, False), (
+        "exactly `limit` matches are all shown, without a notice"
+    )
 
 
 def test_glob_with_no_match_says_so_and_bad_patterns_are_errors(project: Path) -> None:

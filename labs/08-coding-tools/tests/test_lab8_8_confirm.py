@@ -94,7 +94,9 @@ def test_a_new_file_shows_an_all_added_diff_and_a_declined_one_is_not_created(
 ) -> None:
     approver = Approver(False)
     out = call_now(tools(workspace, approver), "write", path="new/hello.py", content="a\nb\n")
-    assert out.is_error and not (workspace / "new" / "hello.py").exists()
+    assert out.is_error and not (workspace / "new").exists(), (
+        "a declined new file is not created, nor the folders it would need"
+    )
     (request,) = approver.requests
     assert request.diff is not None
     assert request.diff.splitlines() == [
@@ -150,16 +152,17 @@ def test_the_disk_is_touched_only_after_approval(workspace: Path) -> None:
 
 
 def test_a_missing_final_newline_is_marked_in_the_diff(workspace: Path) -> None:
-    (workspace / "tail.txt").write_text("a\nb")
+    (workspace / "tail.txt").write_text("a\nx\nb")
     approver = Approver(True)
-    call_now(tools(workspace, approver), "write", path="tail.txt", content="a\nc")
+    call_now(tools(workspace, approver), "write", path="tail.txt", content="a\nx\nc")
     diff = approver.requests[0].diff
     assert diff is not None
     assert diff.splitlines() == [
         "--- a/tail.txt",
         "+++ b/tail.txt",
-        "@@ -1,2 +1,2 @@",
+        "@@ -1,3 +1,3 @@",
         " a",
+        " x",
         "-b",
         "\\ No newline at end of file",
         "+c",
@@ -204,8 +207,13 @@ def test_a_diff_is_capped_with_a_notice(workspace: Path) -> None:
     diff = approver.requests[0].diff
     assert diff is not None
     lines = diff.splitlines()
-    assert len(lines) <= 101 and "truncated" in lines[-1], (
-        "at most 100 diff lines, then a notice that more was left out"
+    assert len(lines) == 101 and lines[0] == "--- a/big.txt" and "truncated" in lines[-1], (
+        "the first 100 diff lines, then a notice that more was left out"
+    )
+    call_now(tools(workspace, approver), "write", path="fits.txt", content=numbered(97))
+    fits = approver.requests[-1].diff
+    assert fits is not None and len(fits.splitlines()) == 100 and "truncated" not in fits, (
+        "a diff of exactly 100 lines is shown whole"
     )
 
 
@@ -311,16 +319,18 @@ class RecordingAnswers(io.StringIO):
         super().__init__(typed)
         self.readers: list[int] = []
 
-    def readline(self, size: int | None = -1) -> str:
+    def readline(self, size: int = -1, /) -> str:  # type: ignore[override]
         self.readers.append(threading.get_ident())
         return super().readline(size)
 
 
 def test_the_terminal_approver_reads_the_answer_off_the_event_loop() -> None:
     answers = RecordingAnswers("y\n")
-    console = Console(file=io.StringIO(), force_terminal=True, width=80)
+    screen = io.StringIO()
+    console = Console(file=screen, force_terminal=True, width=80)
     confirm = terminal_confirmer(answers=answers, console=console)
     assert run(ask(confirm, ConfirmRequest("bash", command="make test"))) is True
+    assert "make test" in screen.getvalue(), "a command is shown before it is approved"
     assert answers.readers, "the answer is read from answers with readline"
     assert threading.get_ident() not in answers.readers, (
         "readline blocks until the person answers; on the event loop's thread it would "

@@ -149,6 +149,35 @@ def test_replace_all_replaces_non_overlapping_occurrences_left_to_right(workspac
         "replace_all replaces as str.replace does: left to right, never reusing a character "
         "of a replaced occurrence ('aaa' becomes 'ba')"
     )
+    out = edit(tools, "runs.txt", edits=[{"old_text": "c", "new_text": "d", "replace_all": True}])
+    refused(out, path, b"ba bb\n", "edits[0]", "no match")
+    out = edit(tools, "runs.txt", old_text="b", new_text="c")
+    refused(out, path, b"ba bb\n", "edits[0]", "matches 3 times")
+    out = edit(tools, "runs.txt", old_text="a ", new_text="c")
+    assert not out.is_error, "exactly one match needs no replace_all"
+    path.write_text("aaa\n")
+    read(tools, "runs.txt")
+    out = edit(tools, "runs.txt", old_text="aa", new_text="b")
+    refused(out, path, b"aaa\n", "edits[0]", "matches 2 times")
+
+
+def test_replace_all_shows_every_replacement_where_it_landed(workspace: Path) -> None:
+    lines = [f"line {n}" for n in range(1, 61)]
+    for number in (10, 30, 50):
+        lines[number - 1] = "MARK"
+    path = workspace / "marks.txt"
+    path.write_text("\n".join(lines) + "\n")
+    tools = session(workspace)
+    read(tools, "marks.txt")
+    longer = "M" * 300
+    out = edit(tools, "marks.txt", old_text="MARK", new_text=longer, replace_all=True)
+    assert not out.is_error, text_of(out)
+    shown = text_of(out)
+    for number in (10, 30, 50):
+        assert f"{number:>4}│ {longer}" in shown, (
+            f"the replacement on line {number} is shown: each earlier replacement that made the "
+            "text longer moves the later ones"
+        )
 
 
 def test_several_matches_without_replace_all_name_their_lines(workspace: Path, app: Path) -> None:
@@ -227,6 +256,16 @@ def test_the_result_shows_the_edited_region_where_the_edit_happened(workspace: P
     assert "  47│ line 47" in shown and "  53│ line 53" in shown, "with context around it"
     assert "   3│" not in shown, (
         "centred on where the edit landed, not on the first occurrence of the new text"
+    )
+    numbered = [line.split("│")[0].strip() for line in shown.splitlines() if "│" in line]
+    assert numbered == [str(n) for n in range(47, 54)], (
+        "the edited line with 3 lines of context on each side"
+    )
+    out = edit(tools, "config.py", old_text="line 60", new_text="line sixty")
+    numbered = [line.split("│")[0].strip() for line in text_of(out).splitlines() if "│" in line]
+    assert numbered == [str(n) for n in range(57, 61)], (
+        "at the end of the file the snippet stops at its last line: the final newline ends "
+        "line 60, it does not start a line 61"
     )
 
 

@@ -33,3 +33,11 @@ def describe_os_error(path: str, error: OSError, *, action: str) -> str:
     if isinstance(error, PermissionError):
         return f"Permission denied: cannot {action} {path}."
     return f"Cannot {action} {path}: {error.strerror or error}."
+
+
+def unusable_path(path: str) -> str:
+    """The answer for a path the OS cannot take at all (a lone surrogate, for one)."""
+    return (
+        f"Cannot use the path {path!r}: it holds characters no file name can have here. "
+        "Give the name exactly as ls or glob shows it."
+    )

@@ -97,6 +97,13 @@ def _apply_one(
 ) -> tuple[str, list[tuple[int, int]]]:
     if not old:
         raise ChangeRefused(f"edits[{index}]: old_text must not be empty.")
+    try:
+        new.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ChangeRefused(
+            f"edits[{index}]: new_text holds a character that UTF-8 cannot encode (a lone "
+            "surrogate); give the text without it. No edit was written."
+        ) from None
     if old == new:
         raise ChangeRefused(
             f"edits[{index}]: old_text and new_text are identical, so this edit would change "

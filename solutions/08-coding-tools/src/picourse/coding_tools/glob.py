@@ -16,7 +16,7 @@ import re
 import pathspec
 
 from picourse.coding_tools.details import GlobDetails
-from picourse.coding_tools.errors import PathError, describe_os_error
+from picourse.coding_tools.errors import PathError, describe_os_error, unusable_path
 from picourse.coding_tools.files import open_regular_file
 from picourse.coding_tools.options import (
     DEFAULT_GLOB_LIMIT,
@@ -53,6 +53,8 @@ async def find_paths(
         return ToolOutput.error(str(error))
     except OSError as error:
         return ToolOutput.error(describe_os_error(path, error, action="search"))
+    except ValueError:  # a lone surrogate cannot be a file name on this system
+        return ToolOutput.error(unusable_path(path))
     cap = limit or DEFAULT_GLOB_LIMIT
     truncated = len(matches) > cap
     lines = matches[:cap]
@@ -82,7 +84,36 @@ def _compile(pattern: str) -> re.Pattern[str]:
         else:
             parts.append(re.escape(pattern[index]))
             index += 1
-    return re.compile("".join(parts))
+    return re.compile(_without_backtracking(parts))
+
+
+_WILDCARDS = frozenset({"(?:[^/]+/)*", ".*", "[^/]*"})
+
+
+def _without_backtracking(parts: list[str]) -> str:
+    """Join the parts so that matching stays fast on any path. Python's re backtracks
+    through every way to split a name among several wildcards (``*a*a*a*b`` against a long
+    name of a's, or ``**/**/**/x`` against a deep path, would run for hours in a thread
+    nobody can stop). So a run of one wildcard counts once, and a ``*`` followed by fixed
+    text and another ``*`` takes the first place that text occurs, atomically, as fnmatch
+    does: the next ``*`` can absorb anything a later place would have skipped."""
+    merged: list[str] = []
+    for part in parts:
+        if not (merged and part in _WILDCARDS and merged[-1] == part):
+            merged.append(part)
+    joined, index = [], 0
+    while index < len(merged):
+        end = index + 1
+        if merged[index] == "[^/]*":
+            while end < len(merged) and merged[end] not in _WILDCARDS:
+                end += 1
+            if end > index + 1 and end < len(merged) and merged[end] == "[^/]*":
+                joined.append(f"(?>[^/]*?{''.join(merged[index + 1 : end])})")
+                index = end
+                continue
+        joined.append(merged[index])
+        index += 1
+    return "".join(joined)
 
 
 def _walk(workspace: str, root: str, pattern: re.Pattern[str], include_hidden: bool) -> list[str]:

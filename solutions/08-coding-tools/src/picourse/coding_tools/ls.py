@@ -12,7 +12,7 @@ import asyncio
 import os
 
 from picourse.coding_tools.details import ListDetails
-from picourse.coding_tools.errors import PathError, describe_os_error
+from picourse.coding_tools.errors import PathError, describe_os_error, unusable_path
 from picourse.coding_tools.options import DEFAULT_LIST_LIMIT, CodingToolOptions
 from picourse.coding_tools.paths import resolve_path
 from picourse.tool import ToolOutput
@@ -30,6 +30,8 @@ async def list_directory(
         return ToolOutput.error(f"{path} is a file, not a directory: read it with read.")
     except OSError as error:
         return ToolOutput.error(describe_os_error(path, error, action="list"))
+    except ValueError:  # a lone surrogate cannot be a file name on this system
+        return ToolOutput.error(unusable_path(path))
     cap = limit or DEFAULT_LIST_LIMIT
     shown = names[:cap]
     truncated = len(names) > cap

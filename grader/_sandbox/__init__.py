@@ -11,6 +11,7 @@ directory is writable and solutions, submissions and reports are hidden.
 
 from grader._sandbox._limits import Limits
 from grader._sandbox._run import (
+    Judge,
     RunOutcome,
     SandboxError,
     SandboxMode,
@@ -22,6 +23,7 @@ from grader._sandbox._users import UserPool
 
 __all__ = [
     "RUN_MARKER",
+    "Judge",
     "Limits",
     "RunOutcome",
     "SandboxError",

@@ -13,6 +13,7 @@ import os
 import secrets
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 from . import hosted_plugin, remote
@@ -30,10 +31,14 @@ def run_in_host(
         env[remote.settings.marker[0]] = remote.settings.marker[1]
     env[hosted_plugin.PLAN] = json.dumps({"tests": tests, "files": files, "salt": salt})
     env[hosted_plugin.RESULTS_FD] = str(write_end)
-    paths = sorted({nodeid.split("::")[0] for nodeid in [*tests, *files]})
+    # The pristine tests (read-only to the job), with the student's package on the path.
+    root = Path(remote.settings.tests).parent
+    paths = sorted({str(root / nodeid.split("::")[0]) for nodeid in [*tests, *files]})
     command = [
         *(sys.executable, "-m", "pytest", "-p", hosted_plugin.__name__),
-        *("-p", "no:cacheprovider", "-q", "--tb=no", "-o", "addopts=", f"--timeout={seconds:g}"),
+        *("-c", str(root / "pyproject.toml"), "--rootdir", str(root)),
+        *("-o", f"pythonpath={remote.settings.src}", "-o", "addopts="),
+        *("-p", "no:cacheprovider", "-q", "--tb=no", f"--timeout={seconds:g}"),
         *paths,
     ]
     try:

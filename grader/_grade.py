@@ -150,7 +150,7 @@ class _Session:
         elif host_ended(outcome) is not None:
             result.status = "crashed"
             result.reason = (
-                f"the student's code ended its process early (exit code {host_ended(outcome)}); "
+                f"the student's process ended early (exit code {host_ended(outcome)}); "
                 "tests that passed before it still count"
             )
         elif not outcome.ended:

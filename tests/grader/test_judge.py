@@ -3,6 +3,7 @@ bound and the judge's refusal to be observed as if it were the student's process
 
 from __future__ import annotations
 
+import contextlib
 import json
 import tracemalloc
 from typing import Any
@@ -78,11 +79,8 @@ def test_errors_keep_their_builtin_type_and_text(error: BaseException, expected:
 def test_patching_or_measuring_the_judge_marks_the_test_for_the_host() -> None:
     needs_host.raised.clear()
     patch: Any = needs_host.RefusingMonkeyPatch()
-    with pytest.raises(BaseException) as caught:
-        try:
-            patch.setattr("os.replace", None)
-        except Exception:  # noqa: BLE001 - code under test that swallows errors
-            pass
+    with pytest.raises(BaseException) as caught, contextlib.suppress(Exception):
+        patch.setattr("os.replace", None)  # code that swallows errors cannot hide it
     assert isinstance(caught.value, needs_host.NeedsHost)
     assert needs_host.raised, "recorded even when caught"
     needs_host.raised.clear()

@@ -12,7 +12,6 @@ import csv
 import io
 import shutil
 import textwrap
-from pathlib import Path
 
 import pytest
 

@@ -159,6 +159,23 @@ def pytest_runtest_makereport(
         )
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None]:
+    yield
+    # A file's in-host tests run as soon as the judge is done with the file, so that a
+    # later hang (which ends the run at the wall limit) keeps what they earned.
+    if state.judging and state.to_host and (nextitem is None or nextitem.path != item.path):
+        _run_in_host(state.to_host, [])
+        state.to_host = []
+
+
+def _run_in_host(tests: list[str], files: list[str]) -> None:
+    assert state.channel is not None
+    judged = state.reported - set(tests)
+    for record in hosted.run_in_host(tests, files, judged, state.timeout):
+        state.channel.send(record)
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     channel = state.channel
     if channel is None:
@@ -168,9 +185,5 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         if ended is not None:
             channel.send({"type": "host", "exit_code": ended})
         if state.to_host or state.uncollected:
-            judged = state.reported - set(state.to_host)
-            for record in hosted.run_in_host(
-                state.to_host, state.uncollected, judged, state.timeout
-            ):
-                channel.send(record)
+            _run_in_host(state.to_host, state.uncollected)
     channel.send({"type": "end", "exitstatus": int(exitstatus)})

@@ -16,9 +16,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from . import hosted_plugin, remote
+from . import host_process, hosted_plugin
 
 MAX_LINES = 20_000
+MAX_LINE_BYTES = 1 << 16
 
 
 def run_in_host(
@@ -26,25 +27,25 @@ def run_in_host(
 ) -> list[dict[str, Any]]:
     salt = secrets.token_hex(16)
     read_end, write_end = os.pipe()
-    env = {k: os.environ[k] for k in remote.HOST_ENVIRONMENT if k in os.environ}
-    if remote.settings.marker is not None:
-        env[remote.settings.marker[0]] = remote.settings.marker[1]
+    env = {k: os.environ[k] for k in host_process.HOST_ENVIRONMENT if k in os.environ}
+    if host_process.settings.marker is not None:
+        env[host_process.settings.marker[0]] = host_process.settings.marker[1]
     env[hosted_plugin.PLAN] = json.dumps({"tests": tests, "files": files, "salt": salt})
     env[hosted_plugin.RESULTS_FD] = str(write_end)
     # The pristine tests (read-only to the job), with the student's package on the path.
-    root = Path(remote.settings.tests).parent
+    root = Path(host_process.settings.tests).parent
     paths = sorted({str(root / nodeid.split("::")[0]) for nodeid in [*tests, *files]})
     command = [
         *(sys.executable, "-m", "pytest", "-p", hosted_plugin.__name__),
         *("-c", str(root / "pyproject.toml"), "--rootdir", str(root)),
-        *("-o", f"pythonpath={remote.settings.src}", "-o", "addopts="),
+        *("-o", f"pythonpath={host_process.settings.src}", "-o", "addopts="),
         *("-p", "no:cacheprovider", "-q", "--tb=no", f"--timeout={seconds:g}"),
         *paths,
     ]
     try:
         process = subprocess.Popen(
             command,
-            cwd=remote.settings.workdir,
+            cwd=host_process.settings.workdir,
             env=env,
             stdin=subprocess.DEVNULL,
             pass_fds=(write_end,),
@@ -54,7 +55,8 @@ def run_in_host(
         os.close(write_end)
     lines: list[bytes] = []
     with os.fdopen(read_end, "rb") as results:
-        for line in results:
+        # Bounded: a line past MAX_LINE_BYTES is cut (and then fails to parse: forged).
+        while line := results.readline(MAX_LINE_BYTES):
             if len(lines) < MAX_LINES:
                 lines.append(line)
     process.wait()

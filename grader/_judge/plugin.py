@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 
-from . import hosted, needs_host, remote, stubs
+from . import host_process, hosted, needs_host, stubs
 
 CHANNEL_FD = "GRADER_CHANNEL_FD"
 CHANNEL_KEY = "GRADER_CHANNEL_KEY"
@@ -84,11 +84,11 @@ def pytest_configure(config: pytest.Config) -> None:
     state.channel = _Channel(int(fd), bytes.fromhex(key))
     if judge is not None:
         settings = json.loads(judge)
-        remote.settings.student = frozenset(settings["student"])
-        remote.settings.src = settings["src"]
-        remote.settings.workdir = settings["workdir"]
-        remote.settings.tests = settings["tests"]
-        remote.settings.marker = tuple(settings["marker"]) if settings.get("marker") else None
+        host_process.settings.student = frozenset(settings["student"])
+        host_process.settings.src = settings["src"]
+        host_process.settings.workdir = settings["workdir"]
+        host_process.settings.tests = settings["tests"]
+        host_process.settings.marker = tuple(settings["marker"]) if settings.get("marker") else None
         state.timeout = float(settings.get("timeout", 60))
         stubs.install()
         needs_host.install_guards()
@@ -110,7 +110,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
     for module in pkgutil.walk_packages(picourse.__path__, "picourse."):
         importlib.import_module(module.name)
-    remote.settings.collected = True
+    host_process.settings.collected = True
 
 
 @pytest.fixture
@@ -181,7 +181,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if channel is None:
         return
     if state.judging:
-        ended = remote.host.stop()
+        ended = host_process.host.stop()
         if ended is not None:
             channel.send({"type": "host", "exit_code": ended})
         if state.to_host or state.uncollected:

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
 
-from . import remote
+from . import host_process, remote
 from .needs_host import NeedsHost
 
 
@@ -119,7 +119,7 @@ class StudentModules(importlib.abc.MetaPathFinder):
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
     ) -> importlib.machinery.ModuleSpec | None:
-        if fullname not in remote.settings.student:
+        if fullname not in host_process.settings.student:
             return None
         spec = importlib.machinery.PathFinder.find_spec(fullname, path)
         if spec is None or spec.origin is None:

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path, PurePath
 from typing import Any
 
-MAX_FRAME = 256 << 20
+MAX_FRAME = 64 << 20  # a tool's arguments and output; file contents travel by path
 _HEADER = struct.Struct(">I")
 # Exceptions that would stop the receiver itself rather than fail one call.
 _NEVER_RAISED = (KeyboardInterrupt, SystemExit, GeneratorExit)

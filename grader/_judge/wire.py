@@ -152,17 +152,21 @@ class Codec:
         peer = self.proxy_id(value)
         if peer is not None:
             return {"t": "peer", "id": peer}
-        kind = type(value)
-        if (
-            dataclasses.is_dataclass(value)
-            and not isinstance(value, type)
-            and self.allowed(kind.__module__)
-        ):
+        kind = self._known_base(type(value))
+        if dataclasses.is_dataclass(value) and not isinstance(value, type) and kind is not None:
             fields = {
                 f.name: self.encode(getattr(value, f.name)) for f in dataclasses.fields(value)
             }
             return {"t": "dc", "c": f"{kind.__module__}:{kind.__qualname__}", "f": fields}
         return self.reference(value)
+
+    def _known_base(self, kind: type) -> type | None:
+        """The class itself or its nearest base that is a dataclass this side may send
+        (a student's subclass of ``ToolOutput`` travels as a ``ToolOutput``)."""
+        for base in kind.__mro__:
+            if dataclasses.is_dataclass(base) and self.allowed(base.__module__):
+                return base
+        return None
 
     def reference(self, value: Any) -> dict[str, Any]:
         self.check_shareable(value)
@@ -227,17 +231,36 @@ class Codec:
             args = self.encode(list(error.args))
         except Exception:  # noqa: BLE001 - an argument we cannot send: its text will do
             args = [str(error)]
-        return {"type": kind.__name__, "module": kind.__module__, "args": args, "text": str(error)}
+        # The nearest class the other side knows, so that a student's own subclass of
+        # PathError or ValueError is still caught as one.
+        base = next(
+            k for k in kind.__mro__ if k.__module__ == "builtins" or self.allowed(k.__module__)
+        )
+        return {
+            "type": kind.__name__,
+            "module": kind.__module__,
+            "base": [base.__name__, base.__module__],
+            "args": args,
+            "text": str(error),
+        }
+
+    def _error_class(self, name: str, module: str) -> Any:
+        kind: Any = getattr(builtins, name, None) if module == "builtins" else None
+        if kind is None and module and self.allowed(module):
+            kind = getattr(importlib.import_module(module), name, None)
+        if isinstance(kind, type) and issubclass(kind, BaseException):
+            return kind
+        return None
 
     def decode_error(self, data: dict[str, Any]) -> BaseException:
         name, module = str(data.get("type", "Exception")), str(data.get("module", ""))
-        kind: Any = getattr(builtins, name, None) if module == "builtins" else None
-        if kind is None and self.allowed(module):
-            kind = getattr(importlib.import_module(module), name, None)
-        if not (isinstance(kind, type) and issubclass(kind, BaseException)) or issubclass(
-            kind, _NEVER_RAISED
-        ):
-            kind = type(name, (Exception,), {"__module__": "student"})
+        kind = self._error_class(name, module)
+        if kind is None or issubclass(kind, _NEVER_RAISED):
+            base_name, base_module = [*(data.get("base") or []), "Exception", "builtins"][:2]
+            base = self._error_class(str(base_name), str(base_module))
+            if base is None or issubclass(base, _NEVER_RAISED) or not issubclass(base, Exception):
+                base = Exception
+            kind = type(name, (base,), {"__module__": "student"})
         try:
             args = self.decode(data.get("args", []))
             error = kind(*args)

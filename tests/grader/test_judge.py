@@ -140,3 +140,20 @@ def test_tracemalloc_in_the_judge_needs_the_host(monkeypatch: pytest.MonkeyPatch
     with pytest.raises(needs_host.NeedsHost):
         tracemalloc.start()
     needs_host.raised.clear()
+
+
+def test_a_students_subclass_crosses_as_the_class_the_tests_know() -> None:
+    from picourse.coding_tools.errors import PathError
+    from picourse.tool import ToolOutput
+
+    class Output(ToolOutput):
+        """A student's own kind of output."""
+
+    class Refused(PathError):
+        """A student's own kind of path error."""
+
+    side = Codec(lambda module: module.startswith("picourse"))  # not this test's classes
+    decoded = side.decode(json.loads(json.dumps(side.encode(Output([], None, True)))))
+    assert type(decoded) is ToolOutput and decoded.is_error
+    error = side.decode_error(json.loads(json.dumps(side.encode_error(Refused("outside")))))
+    assert isinstance(error, PathError) and type(error).__name__ == "Refused"

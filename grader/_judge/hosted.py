@@ -1,9 +1,9 @@
 """The judge's side of the in-host tests: run them in the student's process, check the
 canaries, and pass on what survives.
 
-An in-host outcome is the student's own report: it earns its points only when every
-canary of the run failed as it must. A run with a passed or missing canary, a report for a
-test the judge decided itself, or an unknown name is flagged (no credit until reviewed).
+An in-host outcome is the student's own report. A run with a passed or missing canary, a
+report for a test the judge decided itself, or an unknown name is flagged (no credit until
+reviewed); what an unflagged in-host pass earns is bounded in ``grader/_scoring.py``.
 """
 
 from __future__ import annotations
@@ -22,50 +22,97 @@ MAX_LINES = 20_000
 MAX_LINE_BYTES = 1 << 16
 
 
-def run_in_host(
-    tests: list[str], files: list[str], judged: set[str], seconds: float
-) -> list[dict[str, Any]]:
-    salt = secrets.token_hex(16)
-    read_end, write_end = os.pipe()
-    env = {k: os.environ[k] for k in host_process.HOST_ENVIRONMENT if k in os.environ}
-    if host_process.settings.marker is not None:
-        env[host_process.settings.marker[0]] = host_process.settings.marker[1]
-    env[hosted_plugin.PLAN] = json.dumps({"tests": tests, "files": files, "salt": salt})
-    env[hosted_plugin.RESULTS_FD] = str(write_end)
-    # The pristine tests (read-only to the job), with the student's package on the path.
-    root = Path(host_process.settings.tests).parent
-    paths = sorted({str(root / nodeid.split("::")[0]) for nodeid in [*tests, *files]})
-    command = [
-        *(sys.executable, "-m", "pytest", "-p", hosted_plugin.__name__),
-        *("-c", str(root / "pyproject.toml"), "--rootdir", str(root)),
-        *("-o", f"pythonpath={host_process.settings.src}", "-o", "addopts="),
-        *("-p", "no:cacheprovider", "-q", "--tb=no", f"--timeout={seconds:g}"),
-        *paths,
-    ]
-    try:
-        process = subprocess.Popen(
-            command,
-            cwd=host_process.settings.workdir,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            pass_fds=(write_end,),
-            close_fds=True,
-        )
-    finally:
-        os.close(write_end)
-    lines: list[bytes] = []
-    with os.fdopen(read_end, "rb") as results:
-        # Bounded: a line past MAX_LINE_BYTES is cut (and then fails to parse: forged).
-        while line := results.readline(MAX_LINE_BYTES):
-            if len(lines) < MAX_LINES:
-                lines.append(line)
-    process.wait()
-    return verify(lines, salt, tests, files, judged)
+class HostedRun:
+    """One in-host pytest for the whole session: started (and collecting) as soon as the
+    judge has collected, so a batch costs only its tests; started again if it ended."""
+
+    def __init__(self) -> None:
+        self.salt = secrets.token_hex(16)
+        self.process: subprocess.Popen[bytes] | None = None
+        self.commands: Any = None
+        self.results: Any = None
+        self.batches = 0
+
+    def start(self, seconds: float) -> None:
+        results_read, results_write = os.pipe()
+        commands_read, commands_write = os.pipe()
+        env = {k: os.environ[k] for k in host_process.HOST_ENVIRONMENT if k in os.environ}
+        settings = host_process.settings
+        if settings.marker is not None:
+            env[settings.marker[0]] = settings.marker[1]
+        env[hosted_plugin.PLAN] = json.dumps({"salt": self.salt})
+        env[hosted_plugin.RESULTS_FD] = str(results_write)
+        env[hosted_plugin.COMMANDS_FD] = str(commands_read)
+        # The pristine tests (read-only to the job), with the student's package on the path.
+        root = Path(settings.tests).parent
+        command = [
+            *(sys.executable, "-m", "pytest", "-p", hosted_plugin.__name__),
+            *("-c", str(root / "pyproject.toml"), "--rootdir", str(root)),
+            *("-o", f"pythonpath={settings.src}", "-o", "addopts="),
+            *("-p", "no:cacheprovider", "-q", "--tb=no", f"--timeout={seconds:g}"),
+            str(root / "tests"),
+        ]
+        try:
+            self.process = subprocess.Popen(
+                command,
+                cwd=settings.workdir,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                pass_fds=(results_write, commands_read),
+                close_fds=True,
+            )
+        finally:
+            os.close(results_write)
+            os.close(commands_read)
+        self.commands = os.fdopen(commands_write, "wb", buffering=0)
+        self.results = os.fdopen(results_read, "rb")
+
+    def run(
+        self, tests: list[str], files: list[str], judged: set[str], seconds: float
+    ) -> list[dict[str, Any]]:
+        if self.process is None or self.process.poll() is not None:
+            self.stop()
+            self.start(seconds)
+        self.batches += 1
+        batch = {"id": self.batches, "tests": tests, "files": files}
+        lines: list[bytes] = []
+        done = False
+        try:
+            self.commands.write(json.dumps(batch).encode() + b"\n")
+            # Bounded: a line past MAX_LINE_BYTES is cut (and then fails to parse: forged).
+            while line := self.results.readline(MAX_LINE_BYTES):
+                if line.strip() == json.dumps({"done": self.batches}).encode():
+                    done = True
+                    break
+                if len(lines) < MAX_LINES:
+                    lines.append(line)
+        except OSError:
+            pass
+        return verify(lines, self.salt, tests, files, judged, complete=done)
+
+    def stop(self) -> None:
+        for stream in (self.commands, self.results):
+            if stream is not None:
+                stream.close()
+        self.commands = self.results = None
+        if self.process is not None:
+            if self.process.poll() is None:
+                self.process.kill()
+            self.process.wait()
+            self.process = None
 
 
 def verify(
-    lines: list[bytes], salt: str, tests: list[str], files: list[str], judged: set[str]
+    lines: list[bytes],
+    salt: str,
+    tests: list[str],
+    files: list[str],
+    judged: set[str],
+    *,
+    complete: bool = True,
 ) -> list[dict[str, Any]]:
+    """``complete``: the batch ran to its end. When the in-host pytest ended first (the
+    student's code can end it), a test whose canary never ran is not run, not forged."""
     real: dict[str, dict[str, Any]] = {}
     canaries: dict[str, bool] = {}
     forged = 0
@@ -89,6 +136,8 @@ def verify(
             canaries[base] = passed
         else:
             forged += 1
+    if not complete:
+        real = {base: record for base, record in real.items() if base in canaries}
     wrong = sum(1 for base in real if canaries.get(base, True))
     summary = {"type": "hosted", "tests": len(real), "wrong_canaries": wrong, "forged": forged}
     return [*real.values(), summary]

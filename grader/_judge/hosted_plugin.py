@@ -1,6 +1,8 @@
 """The plugin of the in-host pytest: the tests the judge could not decide, with canaries.
 
-Runs in the student's process, so nothing here is trusted. Each selected test runs twice
+Started once the judge has collected its tests; it collects the same pristine tests and
+then runs the batches the judge sends. Runs in the student's process, so nothing here is
+trusted. Each selected test runs twice
 under one name, ``nodeid@token``: once as itself and once as a canary that must fail (it
 fails after the test's own body). Which token is the canary follows from a per-run salt
 the judge keeps; a report that shows a canary passed or leaves it out is forged.
@@ -19,6 +21,7 @@ import pytest
 
 PLAN = "GRADER_HOSTED_PLAN"
 RESULTS_FD = "GRADER_HOSTED_FD"
+COMMANDS_FD = "GRADER_HOSTED_COMMANDS_FD"
 
 
 def tokens(salt: str, nodeid: str) -> tuple[str, str]:
@@ -34,10 +37,9 @@ def selected(nodeid: str, tests: list[str], files: list[str]) -> bool:
 
 @dataclass
 class _Plan:
-    tests: list[str] = field(default_factory=list)
-    files: list[str] = field(default_factory=list)
     salt: str = ""
     fd: int = -1
+    commands: int = -1
     failed: dict[str, str] = field(default_factory=dict)
     called: set[str] = field(default_factory=set)
 
@@ -46,35 +48,54 @@ plan = _Plan()
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    data = json.loads(os.environ.pop(PLAN, "{}"))
-    plan.tests, plan.files, plan.salt = data.get("tests", []), data.get("files", []), data["salt"]
+    plan.salt = json.loads(os.environ.pop(PLAN, "{}"))["salt"]
     plan.fd = int(os.environ.pop(RESULTS_FD))
+    plan.commands = int(os.environ.pop(COMMANDS_FD))
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session: pytest.Session) -> bool:
+    """Collected once, then run batch after batch as the judge sends them (one JSON line
+    each: the tests and the files to run), each batch ending with a ``done`` line."""
+    with os.fdopen(plan.commands, "rb") as commands:
+        for line in commands:
+            batch = json.loads(line)
+            for item in _twins(session.items, batch["tests"], batch["files"]):
+                item.ihook.pytest_runtest_protocol(item=item, nextitem=None)
+            _write({"done": batch["id"]})
+    return True
+
+
+def _twins(items: list[pytest.Item], tests: list[str], files: list[str]) -> list[pytest.Item]:
     chosen: list[pytest.Item] = []
     for item in items:
-        if not isinstance(item, pytest.Function) or not selected(
-            item.nodeid, plan.tests, plan.files
-        ):
+        if not isinstance(item, pytest.Function) or not selected(item.nodeid, tests, files):
             continue
         real, canary = tokens(plan.salt, item.nodeid)
-        twin = pytest.Function.from_parent(
-            item.parent,
-            name=item.name,
-            callspec=getattr(item, "callspec", None),
-            originalname=item.originalname,
-            fixtureinfo=item._fixtureinfo,
-        )
-        item._grader_run = f"{item.nodeid}@{real}"  # type: ignore[attr-defined]
-        twin._grader_run = f"{item.nodeid}@{canary}"  # type: ignore[attr-defined]
-        twin._grader_canary = True  # type: ignore[attr-defined]
-        chosen += sorted([item, twin], key=_run_name)
-    items[:] = chosen
+        pair = []
+        for token in (real, canary):
+            twin = pytest.Function.from_parent(
+                item.parent,
+                name=item.name,
+                callspec=getattr(item, "callspec", None),
+                originalname=item.originalname,
+                fixtureinfo=item._fixtureinfo,
+            )
+            twin._grader_run = f"{item.nodeid}@{token}"  # type: ignore[attr-defined]
+            twin._grader_canary = token == canary  # type: ignore[attr-defined]
+            pair.append(twin)
+        chosen += sorted(pair, key=_run_name)
+    return chosen
 
 
 def _run_name(item: pytest.Item) -> str:
     return str(getattr(item, "_grader_run", item.nodeid))
+
+
+def _write(record: dict[str, Any]) -> None:
+    data = memoryview(json.dumps(record).encode() + b"\n")
+    while data:
+        data = data[os.write(plan.fd, data) :]
 
 
 @pytest.hookimpl(wrapper=True)
@@ -97,7 +118,4 @@ def pytest_runtest_makereport(
         plan.called.add(run)
     if call.when == "teardown":
         passed = run not in plan.failed and run in plan.called
-        record = {"nodeid": run, "passed": passed, "message": plan.failed.get(run, "")}
-        data = memoryview(json.dumps(record).encode() + b"\n")
-        while data:
-            data = data[os.write(plan.fd, data) :]
+        _write({"nodeid": run, "passed": passed, "message": plan.failed.get(run, "")})

@@ -62,6 +62,7 @@ class _State:
     to_host: list[str] = field(default_factory=list)
     uncollected: list[str] = field(default_factory=list)
     timeout: float = 60.0
+    hosted: hosted.HostedRun = field(default_factory=hosted.HostedRun)
 
 
 state = _State()
@@ -111,6 +112,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     for module in pkgutil.walk_packages(picourse.__path__, "picourse."):
         importlib.import_module(module.name)
     host_process.settings.collected = True
+    state.hosted.start(state.timeout)  # collects the same tests meanwhile, in the host
 
 
 @pytest.fixture
@@ -172,7 +174,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 def _run_in_host(tests: list[str], files: list[str]) -> None:
     assert state.channel is not None
     judged = state.reported - set(tests)
-    for record in hosted.run_in_host(tests, files, judged, state.timeout):
+    for record in state.hosted.run(tests, files, judged, state.timeout):
         state.channel.send(record)
 
 
@@ -186,4 +188,5 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             channel.send({"type": "host", "exit_code": ended})
         if state.to_host or state.uncollected:
             _run_in_host(state.to_host, state.uncollected)
+        state.hosted.stop()
     channel.send({"type": "end", "exitstatus": int(exitstatus)})

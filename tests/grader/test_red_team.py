@@ -196,8 +196,9 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, str]
 @pytest.mark.parametrize("attack", [*sorted(ATTACKS), "utf7-cookie"])
 def test_an_attack_earns_nothing(graded: dict[str, dict[str, str]], attack: str) -> None:
     row = graded[attack]
-    assert row["status"] in ("graded", "flagged", "crashed"), row
     assert (float(row["total"]), float(row["bonus"])) == (0.0, 0.0), row
+    # An attack may break its own run (garbage on the host's sockets ends in a timeout).
+    assert row["status"] in ("graded", "flagged", "crashed", "timeout"), row
 
 
 def test_the_honest_reference_keeps_full_marks(graded: dict[str, dict[str, str]]) -> None:

@@ -270,7 +270,8 @@ class _Session:
         for module, content in modules.items():
             (workdir / module).write_bytes(content)
         limits = self.options.limits
-        outcome = _sandbox.run_tests(workdir, scratch, limits, self.options.sandbox, user)
+        judge = _sandbox.Judge(self.pristine, student_modules(self.lab))
+        outcome = _sandbox.run_tests(workdir, scratch, limits, self.options.sandbox, user, judge)
         if not outcome.records and not outcome.timed_out:
             # Not one record, not even the plugin's first: the test process never started
             # (a sandbox or system failure), so no student code ran.
@@ -312,6 +313,12 @@ class _Session:
                 f"stopped after the wall limit of {limits.wall_seconds:g}s; "
                 "tests that passed before it still count"
             )
+        elif host_ended(outcome) is not None:
+            result.status = "crashed"
+            result.reason = (
+                f"the student's process ended early (exit code {host_ended(outcome)}); "
+                "tests that passed before it still count"
+            )
         elif not outcome.ended:
             result.status = "crashed"
             tail = outcome.output_tail.strip().splitlines()[-3:]
@@ -347,7 +354,30 @@ def _run_flags(outcome: _sandbox.RunOutcome) -> list[str]:
     seen = [r["nodeid"] for r in outcome.records if r.get("type") == "test"]
     if len(seen) != len(set(seen)):
         flags.append("the grader's channel carried two records for one test")
+    for hosted in (r for r in outcome.records if r.get("type") == "hosted"):
+        if hosted["wrong_canaries"] or hosted["forged"]:
+            flags.append(
+                "the tests run in the student's own process reported forged outcomes "
+                f"({hosted['wrong_canaries']} canary test(s) that must fail did not, "
+                f"{hosted['forged']} report(s) for tests not run there)"
+            )
     return flags
+
+
+def host_ended(outcome: _sandbox.RunOutcome) -> int | None:
+    """The exit code of the student's process when it ended before the judge was done."""
+    return next((r["exit_code"] for r in outcome.records if r.get("type") == "host"), None)
+
+
+def student_modules(lab: Lab) -> list[str]:
+    """``src/picourse/coding_tools/read.py`` -> ``picourse.coding_tools.read``."""
+    names = []
+    for stage in lab.stages:
+        for module in stage.modules:
+            names.append(
+                Path(module).relative_to("src").with_suffix("").as_posix().replace("/", ".")
+            )
+    return names
 
 
 def grading_key(lab: Lab) -> str:

@@ -18,8 +18,8 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 
 # Names of the test machinery, as modules to import or as strings to look up at run time.
-MACHINERY = ("_pytest", "pluggy", "grader", "grader_plugin", "conftest")
-MACHINERY_STRINGS = ("_pytest", "pluggy", "grader_plugin", "grader_channel")
+MACHINERY = ("_pytest", "pluggy", "grader", "grader_plugin", "grader_judge", "conftest")
+MACHINERY_STRINGS = ("_pytest", "pluggy", "grader_plugin", "grader_judge", "grader_channel")
 FRAME_AND_HEAP = {
     "_getframe",
     "_current_frames",

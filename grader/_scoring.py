@@ -2,6 +2,11 @@
 
 A stage's weight (lab.toml) is split evenly over its tests; challenge tests are a separate
 bonus, one point each. Only a test the plugin saw run and pass scores.
+
+A test decided in the student's own process (``where == "host"``: it needed the student's
+objects in its process) is the student's report, not the judge's observation. It earns its
+value times the share of the stage's judge-decided tests that passed: with nothing
+implemented, forged in-host reports earn nothing; with a correct stage, nothing is lost.
 """
 
 from __future__ import annotations
@@ -61,10 +66,12 @@ def score(
     reported = {r["nodeid"]: r for r in records if r.get("type") == "test"}
     stages, tests = [], []
     bonus = 0.0
+    overall = _judged_share(inventory, reported, 0.0)
     for stage in lab.stages:
         items = [i for i in inventory if i.stage == stage.id]
         required = [i for i in items if not i.challenge]
         shares = iter(_shares(stage.weight, len(required)))
+        trust = _judged_share(items, reported, overall)
         earned = 0.0
         for item in items:
             record = reported.get(item.nodeid)
@@ -73,6 +80,8 @@ def score(
             )
             value = 1.0 if item.challenge else next(shares)
             points = value if status == "passed" and credit else 0.0
+            if record is not None and record.get("where") == "host":
+                points *= trust
             if item.challenge:
                 bonus += points
             else:
@@ -113,3 +122,18 @@ def _shares(weight: float, count: int) -> list[float]:
     units = round(weight * 10_000)
     each, extra = divmod(units, count)
     return [(each + (1 if index < extra else 0)) / 10_000 for index in range(count)]
+
+
+def _judged_share(
+    items: list[InventoryItem], reported: dict[str, dict[str, Any]], default: float
+) -> float:
+    """The share of these judge-decided tests that passed; ``default`` when the judge
+    decided none of them (a stage whose every test ran in the host: the whole run's share)."""
+    judged = [
+        reported[i.nodeid]
+        for i in items
+        if i.nodeid in reported and reported[i.nodeid].get("where") != "host"
+    ]
+    if not judged:
+        return default
+    return sum(1 for r in judged if r["passed"]) / len(judged)

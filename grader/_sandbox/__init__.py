@@ -13,6 +13,7 @@ dies with the grader; and a uid is reused only once none of its processes is lef
 from grader._sandbox._check import require_sandbox
 from grader._sandbox._limits import Limits
 from grader._sandbox._run import (
+    Judge,
     RunOutcome,
     SandboxError,
     SandboxMode,
@@ -25,6 +26,7 @@ from grader._sandbox._users import JobUser, UserPool
 __all__ = [
     "RUN_MARKER",
     "JobUser",
+    "Judge",
     "Limits",
     "RunOutcome",
     "SandboxError",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import secrets
 import shutil
@@ -14,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from grader import _plugin
+from grader._judge import plugin as judge_plugin
 from grader._sandbox._argv import as_user, bwrap_prefix, inner_limits
 from grader._sandbox._channel import keep_tail, read_lines, verify
 from grader._sandbox._limits import Limits, apply_limits
@@ -28,6 +29,7 @@ from grader._sandbox._users import (
 )
 
 SandboxMode = Literal["auto", "bwrap", "unsafe-none"]
+PACKAGE = "grader_judge"  # the name of grader/_judge next to the judge
 
 
 @dataclass
@@ -44,6 +46,15 @@ class RunOutcome:
         return any(r.get("type") == "end" for r in self.records)
 
 
+@dataclass(frozen=True)
+class Judge:
+    """The pristine practice directory the judge runs, and the dotted names of the modules
+    students write (never imported by the judge)."""
+
+    pristine: Path
+    student_modules: list[str]
+
+
 class SandboxError(Exception):
     """bubblewrap was asked for but cannot run here."""
 
@@ -58,9 +69,14 @@ def run_tests(
     limits: Limits,
     mode: SandboxMode,
     user: JobUser | None,
+    judge: Judge | None = None,
 ) -> RunOutcome:
-    """``user``: the uid and gid to run as (when the grader is root), one per parallel job,
-    so that one submission's process limit never counts another's processes."""
+    """``user``: the job's own user (when the grader is root), one per parallel job, so that
+    one submission's process limit never counts another's processes.
+
+    With ``judge``, the tests are the pristine copy's, run by the judge, and ``workdir`` is
+    where the host imports the student's modules; without it, ``workdir``'s own tests run
+    in one process (for trusted code only)."""
     use_bwrap = mode != "unsafe-none"
     if use_bwrap and not bwrap_available():
         raise SandboxError(
@@ -69,8 +85,14 @@ def run_tests(
         )
     plugin_dir = scratch / "plugin"
     plugin_dir.mkdir(mode=0o755)
-    shutil.copyfile(_plugin.__file__, plugin_dir / "grader_plugin.py")
-    (plugin_dir / "grader_plugin.py").chmod(0o644)
+    package = Path(judge_plugin.__file__).parent
+    shutil.copytree(package, plugin_dir / PACKAGE, ignore=shutil.ignore_patterns("__pycache__"))
+    tests = ["tests"]
+    if judge is not None:
+        tree = plugin_dir / "judge"
+        shutil.copytree(judge.pristine, tree)
+        tests = ["-c", str(tree / "pyproject.toml"), "--rootdir", str(tree), str(tree / "tests")]
+    _readable(plugin_dir)
     home = workdir / ".home"
     home.mkdir()
     if user is not None and not use_bwrap and closed_ancestors(interpreter_paths()):
@@ -89,23 +111,36 @@ def run_tests(
         "LANG": "C.UTF-8",
         "PYTHONPATH": str(plugin_dir),
         "PYTHONDONTWRITEBYTECODE": "1",
-        _plugin.CHANNEL_FD: str(write_end),
-        _plugin.CHANNEL_KEY: key.hex(),
+        judge_plugin.CHANNEL_FD: str(write_end),
+        judge_plugin.CHANNEL_KEY: key.hex(),
     }
+    if judge is not None:
+        env[judge_plugin.JUDGE] = json.dumps(
+            {
+                "student": judge.student_modules,
+                "src": str(workdir / "src"),
+                "workdir": str(workdir),
+                "tests": str(plugin_dir / "judge" / "tests"),
+                "marker": [RUN_MARKER, marker],
+                "timeout": limits.test_seconds,
+            }
+        )
     command = [
         sys.executable,
+        "-P",  # never the working directory (the student's) on the judge's sys.path
         "-m",
         "pytest",
         "-p",
-        "grader_plugin",
+        f"{PACKAGE}.plugin",
         "-p",
         "no:cacheprovider",
         "-q",
         "--tb=no",
         "-o",
         "addopts=",
+        "--continue-on-collection-errors",
         f"--timeout={limits.test_seconds:g}",
-        "tests",
+        *tests,
     ]
     drop_in_child = user
     if use_bwrap:
@@ -161,3 +196,12 @@ def run_tests(
         else:
             outcome.records.append(record)
     return outcome
+
+
+def _readable(directory: Path) -> None:
+    """The judge's files: readable by the job's user, writable only by the grader."""
+    for root, dirs, files in os.walk(directory):
+        for name in dirs:
+            os.chmod(os.path.join(root, name), 0o755)
+        for name in files:
+            os.chmod(os.path.join(root, name), 0o644)

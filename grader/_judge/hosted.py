@@ -1,0 +1,143 @@
+"""The judge's side of the in-host tests: run them in the student's process, check the
+canaries, and pass on what survives.
+
+An in-host outcome is the student's own report. A run with a passed or missing canary, a
+report for a test the judge decided itself, or an unknown name is flagged (no credit until
+reviewed); what an unflagged in-host pass earns is bounded in ``grader/_scoring.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from . import host_process, hosted_plugin
+
+MAX_LINES = 20_000
+MAX_LINE_BYTES = 1 << 16
+
+
+class HostedRun:
+    """One in-host pytest for the whole session: started (and collecting) as soon as the
+    judge has collected, so a batch costs only its tests; started again if it ended."""
+
+    def __init__(self) -> None:
+        self.salt = secrets.token_hex(16)
+        self.process: subprocess.Popen[bytes] | None = None
+        self.commands: Any = None
+        self.results: Any = None
+        self.batches = 0
+
+    def start(self, seconds: float) -> None:
+        results_read, results_write = os.pipe()
+        commands_read, commands_write = os.pipe()
+        env = {k: os.environ[k] for k in host_process.HOST_ENVIRONMENT if k in os.environ}
+        settings = host_process.settings
+        if settings.marker is not None:
+            env[settings.marker[0]] = settings.marker[1]
+        env[hosted_plugin.PLAN] = json.dumps({"salt": self.salt})
+        env[hosted_plugin.RESULTS_FD] = str(results_write)
+        env[hosted_plugin.COMMANDS_FD] = str(commands_read)
+        # The pristine tests (read-only to the job), with the student's package on the path.
+        root = Path(settings.tests).parent
+        command = [
+            *(sys.executable, "-m", "pytest", "-p", hosted_plugin.__name__),
+            *("-c", str(root / "pyproject.toml"), "--rootdir", str(root)),
+            *("-o", f"pythonpath={settings.src}", "-o", "addopts="),
+            *("-p", "no:cacheprovider", "-q", "--tb=no", f"--timeout={seconds:g}"),
+            str(root / "tests"),
+        ]
+        try:
+            self.process = subprocess.Popen(
+                command,
+                cwd=settings.workdir,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                pass_fds=(results_write, commands_read),
+                close_fds=True,
+            )
+        finally:
+            os.close(results_write)
+            os.close(commands_read)
+        self.commands = os.fdopen(commands_write, "wb", buffering=0)
+        self.results = os.fdopen(results_read, "rb")
+
+    def run(
+        self, tests: list[str], files: list[str], judged: set[str], seconds: float
+    ) -> list[dict[str, Any]]:
+        if self.process is None or self.process.poll() is not None:
+            self.stop()
+            self.start(seconds)
+        self.batches += 1
+        batch = {"id": self.batches, "tests": tests, "files": files}
+        lines: list[bytes] = []
+        done = False
+        try:
+            self.commands.write(json.dumps(batch).encode() + b"\n")
+            # Bounded: a line past MAX_LINE_BYTES is cut (and then fails to parse: forged).
+            while line := self.results.readline(MAX_LINE_BYTES):
+                if line.strip() == json.dumps({"done": self.batches}).encode():
+                    done = True
+                    break
+                if len(lines) < MAX_LINES:
+                    lines.append(line)
+        except OSError:
+            pass
+        return verify(lines, self.salt, tests, files, judged, complete=done)
+
+    def stop(self) -> None:
+        for stream in (self.commands, self.results):
+            if stream is not None:
+                stream.close()
+        self.commands = self.results = None
+        if self.process is not None:
+            if self.process.poll() is None:
+                self.process.kill()
+            self.process.wait()
+            self.process = None
+
+
+def verify(
+    lines: list[bytes],
+    salt: str,
+    tests: list[str],
+    files: list[str],
+    judged: set[str],
+    *,
+    complete: bool = True,
+) -> list[dict[str, Any]]:
+    """``complete``: the batch ran to its end. When the in-host pytest ended first (the
+    student's code can end it), a test whose canary never ran is not run, not forged."""
+    real: dict[str, dict[str, Any]] = {}
+    canaries: dict[str, bool] = {}
+    forged = 0
+    for line in lines:
+        try:
+            record = json.loads(line)
+            base, _, token = str(record["nodeid"]).rpartition("@")
+            passed = record["passed"] is True
+        except (ValueError, KeyError, TypeError, AttributeError):
+            forged += 1
+            continue
+        if base in judged or not hosted_plugin.selected(base, tests, files):
+            forged += 1
+            continue
+        real_token, canary_token = hosted_plugin.tokens(salt, base)
+        if token == real_token and base not in real:
+            message = str(record.get("message", ""))[:2000]
+            real[base] = {"type": "test", "nodeid": base, "passed": passed, "message": message}
+            real[base].update(markers=[], where="host")
+        elif token == canary_token and base not in canaries:
+            canaries[base] = passed
+        else:
+            forged += 1
+    if not complete:
+        real = {base: record for base, record in real.items() if base in canaries}
+    wrong = sum(1 for base in real if canaries.get(base, True))
+    summary = {"type": "hosted", "tests": len(real), "wrong_canaries": wrong, "forged": forged}
+    return [*real.values(), summary]

@@ -1,0 +1,50 @@
+"""Which tests the judge cannot decide: those that look inside the student's process.
+
+A test that patches the process it runs in (``monkeypatch``), measures its memory
+(``tracemalloc``), touches a student class or value other than by calling it, or hands
+the student's code an object of a library (a ``rich`` console, a file) needs the
+student's objects in its own process. In the judge those uses raise :class:`NeedsHost`,
+which is also recorded, so that catching it changes nothing: the test is run again in
+the host (see ``hosted.py``) and earns only what an in-host test earns. The decision
+depends on what the test does, never on a list of tests, and never on the student's code.
+"""
+
+from __future__ import annotations
+
+import tracemalloc
+from collections.abc import Callable
+from typing import Any
+
+raised: list[str] = []
+
+
+class NeedsHost(BaseException):
+    """Not an ``Exception``: code under test that catches ``Exception`` cannot hide it."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(f"this test needs the student's objects in its own process: {why}")
+        raised.append(why)
+
+
+def _refuse(why: str) -> Callable[..., Any]:
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise NeedsHost(why)
+
+    return refuse
+
+
+class RefusingMonkeyPatch:
+    """The ``monkeypatch`` a test gets in the judge: a patch of this process would not
+    reach the student's code, so any use of it means the test must run where that code
+    lives."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise NeedsHost(f"monkeypatch.{name} changes the process the tools run in")
+
+    def undo(self) -> None:
+        """Nothing was patched."""
+
+
+def install_guards() -> None:
+    """Make the judge's own process unobservable as if it were the student's."""
+    tracemalloc.start = _refuse("tracemalloc measures the process the tools run in")

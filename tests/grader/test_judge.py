@@ -1,0 +1,169 @@
+"""The judge's parts on their own: the wire's codec, the canary check, the in-host credit
+bound and the judge's refusal to be observed as if it were the student's process."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import tracemalloc
+from typing import Any
+
+import pytest
+
+from coursekit import load_lab
+from grader._judge import hosted, hosted_plugin, needs_host
+from grader._judge.wire import Codec, WireError
+from grader._scoring import InventoryItem, score
+
+LAB = load_lab("08")
+
+
+class _Details:
+    """Stands in for a student's own class: never rebuilt, only referenced."""
+
+
+def codec() -> Codec:
+    side = Codec(lambda module: module == __name__ or module.startswith("picourse"))
+    side.make_proxy = lambda ref: ("proxy", ref["id"])  # type: ignore[method-assign]
+    return side
+
+
+def test_plain_data_and_allowed_dataclasses_cross_as_themselves() -> None:
+    from dataclasses import dataclass
+
+    @dataclass(frozen=True)
+    class Point:
+        x: int
+        label: str
+
+    Point.__module__ = __name__
+    globals()["Point"] = Point
+    Point.__qualname__ = "Point"
+    value = {"a": [1, 2.5, None, True], ("t", 1): b"\x00\xff", "p": Point(1, "\udc80")}
+    sender, receiver = codec(), codec()
+    wire = json.loads(json.dumps(sender.encode(value)))
+    assert receiver.decode(wire) == value
+
+
+def test_a_dataclass_of_another_module_is_never_rebuilt() -> None:
+    data = {"t": "dc", "c": "os:stat_result", "f": {}}
+    with pytest.raises(WireError, match="not rebuilt"):
+        codec().decode(data)
+    data = {"t": "dc", "c": f"{__name__}:_Details", "f": {}}
+    with pytest.raises(WireError, match="not a dataclass"):
+        codec().decode(data)
+
+
+def test_a_student_object_crosses_as_a_reference() -> None:
+    encoded = codec().encode(_Details())
+    assert encoded["t"] == "ref" and encoded["type"] == "_Details"
+
+
+@pytest.mark.parametrize(
+    ("error", "expected"),
+    [
+        (NotImplementedError("Lab 8.1 read is not implemented yet"), NotImplementedError),
+        (FileNotFoundError(2, "gone"), FileNotFoundError),
+        (KeyboardInterrupt(), Exception),  # never stops the receiving process
+        (SystemExit(0), Exception),
+    ],
+)
+def test_errors_keep_their_builtin_type_and_text(error: BaseException, expected: type) -> None:
+    side = codec()
+    decoded = side.decode_error(json.loads(json.dumps(side.encode_error(error))))
+    assert type(decoded).__name__ == type(error).__name__
+    assert isinstance(decoded, expected) and str(decoded) == str(error)
+    assert not isinstance(decoded, (KeyboardInterrupt, SystemExit))
+
+
+def test_patching_or_measuring_the_judge_marks_the_test_for_the_host() -> None:
+    needs_host.raised.clear()
+    patch: Any = needs_host.RefusingMonkeyPatch()
+    with pytest.raises(BaseException) as caught, contextlib.suppress(Exception):
+        patch.setattr("os.replace", None)  # code that swallows errors cannot hide it
+    assert isinstance(caught.value, needs_host.NeedsHost)
+    assert needs_host.raised, "recorded even when caught"
+    needs_host.raised.clear()
+
+
+def _lines(salt: str, outcomes: dict[str, tuple[bool, bool]]) -> list[bytes]:
+    lines = []
+    for nodeid, (real, canary) in outcomes.items():
+        real_token, canary_token = hosted_plugin.tokens(salt, nodeid)
+        for token, passed in ((real_token, real), (canary_token, canary)):
+            lines.append(json.dumps({"nodeid": f"{nodeid}@{token}", "passed": passed}).encode())
+    return lines
+
+
+def test_honest_in_host_reports_pass_the_canary_check() -> None:
+    tests = ["tests/a.py::t1", "tests/a.py::t2"]
+    lines = _lines("s", {"tests/a.py::t1": (True, False), "tests/a.py::t2": (False, False)})
+    *records, summary = hosted.verify(lines, "s", tests, [], judged=set())
+    assert {r["nodeid"]: r["passed"] for r in records} == {tests[0]: True, tests[1]: False}
+    assert all(r["where"] == "host" for r in records)
+    assert (summary["wrong_canaries"], summary["forged"]) == (0, 0)
+
+
+def test_forged_in_host_reports_are_caught() -> None:
+    tests = ["tests/a.py::t1", "tests/a.py::t2"]
+    # Every outcome "passed": the canaries too.
+    lines = _lines("s", {t: (True, True) for t in tests})
+    assert hosted.verify(lines, "s", tests, [], judged=set())[-1]["wrong_canaries"] == 2
+    # The canaries left out.
+    lines = _lines("s", {t: (True, False) for t in tests})[::2]
+    assert hosted.verify(lines, "s", tests, [], judged=set())[-1]["wrong_canaries"] == 2
+    # A report for a test the judge decided, and one under an unknown token.
+    lines = _lines("s", {"tests/a.py::judged": (True, False)})
+    lines.append(json.dumps({"nodeid": "tests/a.py::t1@guess", "passed": True}).encode())
+    summary = hosted.verify(lines, "s", tests, [], judged={"tests/a.py::judged"})[-1]
+    assert summary["forged"] == 3 and summary["tests"] == 0
+
+
+def test_in_host_credit_is_bounded_by_what_the_judge_saw() -> None:
+    inventory = [InventoryItem(f"tests/test_lab8_1_read.py::t{i}", "8.1", False) for i in range(4)]
+    judged = [{"type": "test", "nodeid": inventory[i].nodeid, "passed": i == 0} for i in (0, 1)]
+    in_host = [
+        {"type": "test", "nodeid": item.nodeid, "passed": True, "where": "host"}
+        for item in inventory[2:]
+    ]
+    stages, *_ = score(LAB, inventory, judged + in_host, credit=True)
+    # 20 points over 4 tests: the judged pass earns 5, each in-host pass 5 x 1/2.
+    assert stages[0].score == 10.0
+    nothing = [{**r, "passed": False} for r in judged]
+    stages, *_ = score(LAB, inventory, nothing + in_host, credit=True)
+    assert stages[0].score == 0.0, "forged in-host passes earn nothing without judged passes"
+
+
+def test_tracemalloc_in_the_judge_needs_the_host(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tracemalloc, "start", tracemalloc.start)  # restored afterwards
+    needs_host.install_guards()
+    with pytest.raises(needs_host.NeedsHost):
+        tracemalloc.start()
+    needs_host.raised.clear()
+
+
+def test_a_students_subclass_crosses_as_the_class_the_tests_know() -> None:
+    from picourse.coding_tools.errors import PathError
+    from picourse.tool import ToolOutput
+
+    class Output(ToolOutput):
+        """A student's own kind of output."""
+
+    class Refused(PathError):
+        """A student's own kind of path error."""
+
+    side = Codec(lambda module: module.startswith("picourse"))  # not this test's classes
+    decoded = side.decode(json.loads(json.dumps(side.encode(Output([], None, True)))))
+    assert type(decoded) is ToolOutput and decoded.is_error
+    error = side.decode_error(json.loads(json.dumps(side.encode_error(Refused("outside")))))
+    assert isinstance(error, PathError) and type(error).__name__ == "Refused"
+
+
+def test_a_batch_cut_short_by_the_students_code_is_not_run_rather_than_forged() -> None:
+    tests = ["tests/a.py::t1", "tests/a.py::t2"]
+    lines = _lines("s", {t: (True, False) for t in tests})
+    real_token, _ = hosted_plugin.tokens("s", tests[1])
+    cut = [line for line in lines if real_token.encode() in line or b"t1" in line]
+    *records, summary = hosted.verify(cut, "s", tests, [], judged=set(), complete=False)
+    assert [r["nodeid"] for r in records] == [tests[0]], "t2's canary never ran"
+    assert (summary["wrong_canaries"], summary["forged"]) == (0, 0)

@@ -1,0 +1,207 @@
+"""Credit without implementing anything: one submission per attack class, all graded in
+one run. Each attack sits in an otherwise unimplemented read.py, so an attack that works
+shows as points; none may earn any, and the honest reference still earns full marks.
+
+The attacks run where student code runs: in the host (the process serving the tools) and
+in the in-host pytest. They aim at the judge's channel key, its records, its plugin's
+globals, pytest's hooks, the test files and the static scan."""
+
+from __future__ import annotations
+
+import csv
+import io
+import shutil
+import textwrap
+
+import pytest
+
+from coursekit import load_lab
+from coursekit.layout import COURSE_ROOT
+from grader import GradeOptions, grade_submissions
+from grader._sandbox import Limits
+
+LAB = load_lab("08")
+READ = "src/picourse/coding_tools/read.py"
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+
+# Every test of the suite by name, as an attacker would list them from the test files.
+NODEIDS = """
+def _nodeids():
+    import glob, os, re
+    found = []
+    for root in {os.getcwd(), *(p for p in glob.glob("/tmp/*/*/plugin/judge"))}:
+        for path in glob.glob(os.path.join(root, "tests", "test_lab8_*.py")):
+            text = open(path, encoding="utf-8").read()
+            for name in re.findall(r"^def (test_\\w+)", text, re.M):
+                found.append(f"tests/{os.path.basename(path)}::{name}")
+    return found
+"""
+
+STUB = """
+
+async def read_file(options, path, *, offset=1, limit=None):
+    raise NotImplementedError("Lab 8.1 read is not implemented yet")
+"""
+
+FORGE = """
+def _forge(send):
+    import os, signal
+    for nodeid in _nodeids():
+        send({"type": "test", "nodeid": nodeid, "passed": True, "message": "", "markers": []})
+    send({"type": "end", "exitstatus": 0})
+    os.kill(os.getpid(), signal.SIGKILL)  # before the real outcomes are reported
+"""
+
+ATTACKS = {
+    # The channel's key and fd read from a process's environment, then signed passes.
+    "environ-key": NODEIDS
+    + FORGE
+    + """
+import glob, hashlib, hmac, json, os
+
+for environ in glob.glob("/proc/[0-9]*/environ"):
+    try:
+        data = open(environ, "rb").read()
+    except OSError:
+        continue
+    found = dict(v.split(b"=", 1) for v in data.split(b"\\0") if b"=" in v)
+    key, fd = found.get(b"GRADER_CHANNEL_KEY"), found.get(b"GRADER_CHANNEL_FD")
+    if key and fd:
+        try:
+            out = os.open(f"/proc/{environ.split('/')[2]}/fd/{int(fd)}", os.O_WRONLY)
+        except OSError:
+            continue
+
+        def send(record, out=out, key=bytes.fromhex(key.decode())):
+            body = json.dumps(record).encode()
+            sign = hmac.new(key, body, hashlib.sha256).hexdigest().encode()
+            os.write(out, body + b"\\t" + sign + b"\\n")
+
+        _forge(send)
+""",
+    # Records written to every descriptor this process has or can open in /proc.
+    "forged-records": NODEIDS
+    + """
+import glob, json, os
+
+lines = b"".join(
+    json.dumps({"type": "test", "nodeid": n, "passed": True, "message": "",
+                "markers": []}).encode() + b"\\t" + b"0" * 64 + b"\\n"
+    for n in _nodeids()
+)
+targets = [str(fd) for fd in range(3, 64)] + glob.glob("/proc/[0-9]*/fd/*")
+for target in targets:
+    try:
+        fd = int(target) if target.isdigit() else os.open(target, os.O_WRONLY | os.O_NONBLOCK)
+        os.write(fd, lines + b'{"type": "end", "exitstatus": 0}\\tx\\n')
+    except (OSError, ValueError):
+        pass
+""",
+    # Plugin globals reached through vars(sys) and built names: the judge's own channel
+    # used to send passes, or every in-host outcome made "passed".
+    "plugin-globals": NODEIDS
+    + FORGE
+    + """
+import sys
+
+class _Forgetful(dict):
+    def setdefault(self, key, default=None):
+        return default
+
+for name, module in list(vars(sys)["mod" + "ules"].items()):
+    if "grader" in name or "plugin" in name:
+        channel = vars(module).get("_chan" + "nel") or getattr(
+            vars(module).get("st" + "ate"), "chan" + "nel", None
+        )
+        if channel is not None:
+            _forge(getattr(channel, "se" + "nd"))
+        target = vars(module).get("pl" + "an")
+        if target is not None and hasattr(target, "failed"):
+            setattr(target, "fail" + "ed", _Forgetful())
+            target.called = type("All", (set,), {"__contains__": lambda s, k: True})()
+""",
+    # A pytest hook registered through frames reached with getattr: test bodies skipped.
+    "hooks-via-frames": """
+import sys
+
+class _Forger:
+    def pytest_pyfunc_call(self, pyfuncitem):
+        return True
+
+    def pytest_runtest_logreport(self, report):
+        report.outcome = "passed"
+
+_Forger.pytest_pyfunc_call.tryfirst = True
+frame = getattr(sys, "_get" + "frame")()
+while frame is not None:
+    for value in list(frame.f_locals.values()):
+        manager = getattr(value, "plugin" + "manager", None)
+        if manager is not None and not manager.is_registered(_Forger):
+            getattr(manager, "reg" + "ister")(_Forger(), "forger")
+    frame = frame.f_back
+""",
+    # Test files found and rewritten to pass, wherever they are.
+    "rewrite-tests": """
+import glob, os, re
+
+roots = {os.getcwd(), *glob.glob("/tmp/*/*/plugin/judge")}
+for line in open("/proc/self/mountinfo", encoding="utf-8"):
+    roots.add(line.split()[4])
+for root in roots:
+    for path in glob.glob(os.path.join(root, "tests", "test_lab8_*.py")):
+        try:
+            text = open(path, encoding="utf-8").read()
+            names = re.findall(r"^def (test_\\w+)", text, re.M)
+            with open(path, "w", encoding="utf-8") as out:
+                out.write("".join(f"def {n}():\\n    pass\\n" for n in names))
+        except OSError:
+            pass
+""",
+    # The parent judge killed: the run must end with no credit for what never ran.
+    "kill-the-judge": """
+import os, signal
+
+if os.getppid() > 1:
+    os.kill(os.getppid(), signal.SIGKILL)
+""",
+}
+
+
+def _utf7_module() -> bytes:
+    """The environ-key attack in a utf-7 source file: a UTF-8 scan sees no code."""
+    body = "# coding: utf-7\n" + ATTACKS["environ-key"] + STUB
+    return body.encode("utf-7")
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, str]]:
+    submissions = tmp_path_factory.mktemp("red-team")
+    for name, attack in ATTACKS.items():
+        module = submissions / name / READ
+        module.parent.mkdir(parents=True)
+        module.write_text(textwrap.dedent(attack) + STUB)
+    utf7 = submissions / "utf7-cookie" / READ
+    utf7.parent.mkdir(parents=True)
+    utf7.write_bytes(_utf7_module())
+    shutil.copytree(
+        COURSE_ROOT / "grader/examples/submissions/full-solution", submissions / "honest"
+    )
+    out = tmp_path_factory.mktemp("red-team-out")
+    limits = Limits(wall_seconds=120, test_seconds=30)
+    grade_submissions(submissions, out, GradeOptions(jobs=2, limits=limits))
+    rows = csv.DictReader(io.StringIO((out / "gradebook.csv").read_text()))
+    return {row["student"]: row for row in rows}
+
+
+@pytest.mark.parametrize("attack", [*sorted(ATTACKS), "utf7-cookie"])
+def test_an_attack_earns_nothing(graded: dict[str, dict[str, str]], attack: str) -> None:
+    row = graded[attack]
+    assert (float(row["total"]), float(row["bonus"])) == (0.0, 0.0), row
+    # An attack may break its own run (garbage on the host's sockets ends in a timeout).
+    assert row["status"] in ("graded", "flagged", "crashed", "timeout"), row
+
+
+def test_the_honest_reference_keeps_full_marks(graded: dict[str, dict[str, str]]) -> None:
+    row = graded["honest"]
+    assert (row["status"], float(row["total"])) == ("graded", 100.0), row
+    assert float(row["bonus"]) > 0, row

@@ -330,7 +330,7 @@ def test_edits_from_two_event_loops_are_never_lost(workspace: Path) -> None:
     # orders operations inside one loop only, so the file itself must be locked
     # (files.directory_lock) around read, check and rename.
     path = workspace / "app.py"
-    rounds = 40
+    rounds = 15
     path.write_text("".join(f"a{n}\nb{n}\n" for n in range(rounds)))
     registry = create_coding_tools(workspace)
     failures: list[str] = []

@@ -248,7 +248,7 @@ def bench_edit(work: Path, repeat: int) -> list[tuple[str, float, float, str]]:
             "edit: peak memory / file size, 100 MB",
             peak / size,
             2,
-            f"tracemalloc peak {peak / MiB:.0f} MiB for a {size / MiB:.0f} MiB file (a growing edit)",
+            f"tracemalloc peak {peak / MiB:.0f} MiB, file {size / MiB:.0f} MiB (a growing edit)",
         ),
     ]
 

@@ -19,6 +19,6 @@ async def write_file(options: CodingToolOptions, path: str, content: str) -> Too
     raise NotImplementedError("Lab 8.3 write is not implemented yet")
 
 
-def write_atomic(path: str, data: bytes) -> None:
+def write_atomic(path: str, data: bytes | bytearray) -> None:
     # Lab 8.3: temp file in the same directory, then rename over the target.
     raise NotImplementedError("Lab 8.3 write_atomic is not implemented yet")

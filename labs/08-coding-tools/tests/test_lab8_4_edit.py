@@ -112,12 +112,18 @@ def test_no_match_and_several_matches_say_which(workspace: Path, app: Path) -> N
     )
 
 
-def test_overlapping_occurrences_count_as_several(workspace: Path) -> None:
-    (workspace / "app.py").write_text("xaaax\n")
+@pytest.mark.parametrize(
+    ("content", "count"),
+    [("xaaax\n", 2), ("xaaaax\n", 3), ("aa-aa-aa\n", 3)],
+    ids=["overlapping-2", "overlapping-3", "apart-3"],
+)
+def test_every_occurrence_is_counted(workspace: Path, content: str, count: int) -> None:
+    (workspace / "app.py").write_text(content)
     before = (workspace / "app.py").read_bytes()
     out = edit(workspace, old_text="aa", new_text="b")
-    assert out.is_error and "matches 2 times" in text_of(out), (
-        "'aa' occurs twice in 'aaa' (overlapping): replacing the first would be a guess"
+    assert out.is_error and f"matches {count} times" in text_of(out), (
+        f"'aa' occurs {count} times in {content!r}, overlapping ones included: count them all "
+        "(find again from one past the last match); replacing the first would be a guess"
     )
     assert (workspace / "app.py").read_bytes() == before
 
@@ -195,15 +201,19 @@ def test_details_count_utf8_bytes(workspace: Path) -> None:
     )
 
 
-def test_invalid_utf8_is_refused_and_the_file_is_unchanged(workspace: Path) -> None:
+@pytest.mark.parametrize(
+    "content", [b"name = '\xff\xfe'\n", b"name = 'caf\xc3"], ids=["bad-bytes", "cut-at-the-end"]
+)
+def test_invalid_utf8_is_refused_and_the_file_is_unchanged(workspace: Path, content: bytes) -> None:
     path = workspace / "app.py"
-    path.write_bytes(b"name = '\xff\xfe'\n")
+    path.write_bytes(content)
     inode = path.stat().st_ino
     out = edit(workspace, old_text="name", new_text="title")
     assert out.is_error and "UTF-8" in text_of(out), (
-        "a file that is not valid UTF-8 text must be refused with an error that says UTF-8"
+        "a file that is not valid UTF-8 text (also one that ends inside a character) must be "
+        "refused with an error that says UTF-8"
     )
-    unchanged(path, b"name = '\xff\xfe'\n", inode)
+    unchanged(path, content, inode)
 
 
 def test_edit_reads_the_file_inside_its_lane(
@@ -283,9 +293,9 @@ def test_an_aborted_edit_changes_nothing(workspace: Path, app: Path) -> None:
             signal=controller.signal,
         )
     )
-    assert out.is_error, (
+    assert out.is_error and "aborted" in text_of(out), (
         "an edit whose abort signal has fired must not write: check signal.aborted while "
-        "reading and before write_atomic, and return an error result"
+        "reading and before write_atomic, and return an error result that says 'aborted'"
     )
     unchanged(app, before, inode)
 

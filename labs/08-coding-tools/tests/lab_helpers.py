@@ -81,3 +81,14 @@ def raise_task_failures(*tasks: asyncio.Task[Any]) -> None:
     for task in tasks:
         if task.done() and not task.cancelled() and task.exception() is not None:
             raise task.exception()  # type: ignore[misc]
+
+
+def fifo_target(workspace: Path, link: str | None) -> tuple[Path, str]:
+    """A FIFO in the workspace, and the name to give a tool: the FIFO's own, or that of a
+    symlink ``link`` to it."""
+    fifo = workspace / "pipe"
+    os.mkfifo(fifo)
+    if link is None:
+        return fifo, "pipe"
+    os.symlink("pipe", workspace / link)
+    return fifo, link

@@ -17,7 +17,15 @@ from typing import Any
 
 import pytest
 
-from lab_helpers import call, call_now, raise_task_failures, run, snapshot, text_of
+from lab_helpers import (
+    call,
+    call_now,
+    fifo_target,
+    raise_task_failures,
+    run,
+    snapshot,
+    text_of,
+)
 from picourse.coding_tools import (
     DEFAULT_MUTATION_QUEUE,
     MutationQueue,
@@ -228,25 +236,16 @@ def test_overwriting_keeps_the_permission_bits(workspace: Path) -> None:
     )
 
 
-@pytest.mark.parametrize("through_symlink", [False, True], ids=["fifo", "symlink-to-fifo"])
-def test_only_a_regular_file_is_replaced(workspace: Path, through_symlink: bool) -> None:
-    fifo = workspace / "pipe"
-    os.mkfifo(fifo)
-    if through_symlink:
-        os.symlink("pipe", workspace / "link")
-    out = call_now(
-        create_coding_tools(workspace),
-        "write",
-        path="link" if through_symlink else "pipe",
-        content="x\n",
-    )
+@pytest.mark.parametrize("link", [None, "link"], ids=["fifo", "symlink-to-fifo"])
+def test_only_a_regular_file_is_replaced(workspace: Path, link: str | None) -> None:
+    fifo, name = fifo_target(workspace, link)
+    out = call_now(create_coding_tools(workspace), "write", path=name, content="x\n")
     assert out.is_error and "regular file" in text_of(out), (
         "invariant: write replaces only a regular file; a FIFO (or a device, a socket) is an "
         "error result that says 'regular file'. os.stat the target before writing"
     )
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode), "the FIFO must still be there, unchanged"
-    expected = {"pipe", "link"} if through_symlink else {"pipe"}
-    only_expected_files(workspace, expected)
+    only_expected_files(workspace, {"pipe", name})
 
 
 # ---------------------------------------------------------------- the queue itself

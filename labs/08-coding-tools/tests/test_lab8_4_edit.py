@@ -11,7 +11,15 @@ from typing import Any
 
 import pytest
 
-from lab_helpers import call, call_now, raise_task_failures, run, snapshot, text_of
+from lab_helpers import (
+    call,
+    call_now,
+    fifo_target,
+    raise_task_failures,
+    run,
+    snapshot,
+    text_of,
+)
 from picourse.abort import AbortController
 from picourse.coding_tools import DEFAULT_MUTATION_QUEUE, EditDetails, create_coding_tools
 from picourse.tool import ToolOutput
@@ -300,13 +308,9 @@ def test_an_aborted_edit_changes_nothing(workspace: Path, app: Path) -> None:
     unchanged(app, before, inode)
 
 
-@pytest.mark.parametrize("through_symlink", [False, True], ids=["fifo", "symlink-to-fifo"])
-def test_a_fifo_is_refused_without_blocking(workspace: Path, through_symlink: bool) -> None:
-    fifo = workspace / "pipe"
-    os.mkfifo(fifo)
-    if through_symlink:
-        os.symlink("pipe", workspace / "app.py")
-    name = "app.py" if through_symlink else "pipe"
+@pytest.mark.parametrize("link", [None, "app.py"], ids=["fifo", "symlink-to-fifo"])
+def test_a_fifo_is_refused_without_blocking(workspace: Path, link: str | None) -> None:
+    fifo, name = fifo_target(workspace, link)
     tools = create_coding_tools(workspace)
 
     async def scenario() -> ToolOutput:

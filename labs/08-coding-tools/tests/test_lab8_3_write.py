@@ -312,6 +312,42 @@ async def wait_or_fail(event: asyncio.Event, tasks: list[asyncio.Task[Any]], mes
     assert event.is_set(), message
 
 
+def test_an_operation_queued_later_waits_for_the_one_running_now() -> None:
+    async def scenario() -> list[str]:
+        queue = MutationQueue()
+        log: list[str] = []
+        gates = [asyncio.Event() for _ in range(3)]
+        started = [asyncio.Event() for _ in range(3)]
+        first = asyncio.create_task(queue.run("k", lambda: gated(log, "op0", gates[0], started[0])))
+        second = asyncio.create_task(
+            queue.run("k", lambda: gated(log, "op1", gates[1], started[1]))
+        )
+        await wait_or_fail(started[0], [first, second], "op0 never started on a free key")
+        gates[0].set()  # op0 ends and hands over to op1
+        await wait_or_fail(started[1], [first, second], "op1 never started after op0 ended")
+        third = asyncio.create_task(queue.run("k", lambda: gated(log, "op2", gates[2], started[2])))
+        gates[2].set()
+        await settle()
+        raise_task_failures(first, second, third)
+        assert "op2 start" not in log, (
+            "invariant: an operation queued while another runs waits for it, also after "
+            "earlier ones finished. When an operation ends, forget the key's tail only if it "
+            f"is still this operation's own (a later one may have replaced it). Got {log!r}"
+        )
+        gates[1].set()
+        await asyncio.gather(first, second, third)
+        return log
+
+    assert run(scenario()) == [
+        "op0 start",
+        "op0 end",
+        "op1 start",
+        "op1 end",
+        "op2 start",
+        "op2 end",
+    ]
+
+
 def test_a_caller_cancelled_in_the_queue_does_not_let_the_next_one_overtake() -> None:
     async def scenario() -> list[str]:
         queue = MutationQueue()

@@ -122,8 +122,8 @@ def test_no_match_and_several_matches_say_which(workspace: Path, app: Path) -> N
 
 @pytest.mark.parametrize(
     ("content", "count"),
-    [("xaaax\n", 2), ("xaaaax\n", 3), ("aa-aa-aa\n", 3)],
-    ids=["overlapping-2", "overlapping-3", "apart-3"],
+    [("xaaax\n", 2), ("xaaaax\n", 3), ("aa-aa-aa\n", 3), ("aa-aa-aa-aa\n", 4)],
+    ids=["overlapping-2", "overlapping-3", "apart-3", "apart-4"],
 )
 def test_every_occurrence_is_counted(workspace: Path, content: str, count: int) -> None:
     (workspace / "app.py").write_text(content)
@@ -373,4 +373,16 @@ def test_edits_from_two_event_loops_are_never_lost(workspace: Path) -> None:
     assert not lost, (
         f"{len(lost)} edits reported success and were then lost (e.g. {lost[:3]}): lock the "
         "directory around read, check and rename"
+    )
+
+
+def test_a_file_of_several_megabytes_is_edited_whole(workspace: Path) -> None:
+    path = workspace / "app.py"
+    body = "".join(f"line {n:07d} of a long generated file\n" for n in range(80_000))  # 3 MiB
+    path.write_text(body + "THE END\n")
+    out = edit(workspace, old_text="THE END\n", new_text="the end\n")
+    assert not out.is_error, f"a large file is read whole (in chunks, if you like): {text_of(out)}"
+    assert path.read_text() == body + "the end\n", (
+        "every byte of a large file must survive an edit: when reading in chunks, add up "
+        "what each read returned"
     )

@@ -348,8 +348,15 @@ def test_edits_from_two_event_loops_are_never_lost(workspace: Path) -> None:
     path.write_text("".join(f"a{n}\nb{n}\n" for n in range(rounds)))
     registry = create_coding_tools(workspace)
     failures: list[str] = []
+    crashes: list[BaseException] = []
 
     def agent(prefix: str) -> None:
+        try:
+            edit_all(prefix)
+        except BaseException as error:  # noqa: BLE001 (re-raised in the test thread)
+            crashes.append(error)
+
+    def edit_all(prefix: str) -> None:
         async def edits() -> None:
             for n in range(rounds):
                 out = await call(
@@ -367,6 +374,8 @@ def test_edits_from_two_event_loops_are_never_lost(workspace: Path) -> None:
         thread.start()
     for thread in threads:
         thread.join(90)
+    if crashes:
+        raise crashes[0]
     assert not failures, failures[:3]
     text = path.read_text()
     lost = [line for line in text.splitlines() if not line.endswith("!")]

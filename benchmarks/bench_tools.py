@@ -46,7 +46,7 @@ def main() -> int:
         results = [
             *bench_read(work, options.repeat),
             *bench_bash(work, solved),
-            bench_edit(work, options.repeat),
+            *bench_edit(work, options.repeat),
         ]
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -212,7 +212,7 @@ def bench_bash(work: Path, solved: Path) -> list[tuple[str, float, float, str]]:
     ]
 
 
-def bench_edit(work: Path, repeat: int) -> tuple[str, float, float, str]:
+def bench_edit(work: Path, repeat: int) -> list[tuple[str, float, float, str]]:
     path = work / "edit.txt"
     write_lines(path, 100 * MiB)
     with open(path, "ab") as file:
@@ -232,12 +232,25 @@ def bench_edit(work: Path, repeat: int) -> tuple[str, float, float, str]:
         os.replace(temp, path)
 
     tool_time, plain_time = median_seconds(with_tool, plain, repeat=repeat)
-    return (
-        "edit: one edit in 100 MB vs read/replace/write/rename",
-        tool_time / plain_time,
-        2.5,
-        f"tool {tool_time:.2f}s (with fsync), plain {plain_time:.2f}s",
-    )
+    size = path.stat().st_size
+    tracemalloc.start()
+    edit(path=str(path), old_text="UNIQUE LINE", new_text="UNIQUE, NOW A LONGER, LINE")
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return [
+        (
+            "edit: one edit in 100 MB vs read/replace/write/rename",
+            tool_time / plain_time,
+            2.5,
+            f"tool {tool_time:.2f}s (with fsync), plain {plain_time:.2f}s",
+        ),
+        (
+            "edit: peak memory / file size, 100 MB",
+            peak / size,
+            2,
+            f"tracemalloc peak {peak / MiB:.0f} MiB, file {size / MiB:.0f} MiB (a growing edit)",
+        ),
+    ]
 
 
 if __name__ == "__main__":

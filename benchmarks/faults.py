@@ -11,6 +11,8 @@ Scenarios (every count named lost, corrupt, leaked, hung or escaped must be 0):
 - cancelled: a write cancelled while its thread runs, then an edit: the edit is never lost.
 - special: write and edit of a FIFO (no writer, and fed by `yes`), of /dev/zero through a
   symlink and of a socket end within a second with an error, and change nothing.
+- stale: the next write removes the temp file of a dead writer (leaked) and keeps a live one.
+- metadata: write and edit keep mode, extended attributes and (as root) owner and group.
 - fuzz: hypothesis-generated paths, contents and edit texts (surrogates, NUL, deep and
   huge values): every call returns a result, no exception escapes.
 """
@@ -64,6 +66,8 @@ def main() -> int:
             "cancelled": lambda: cancelled(work, options.trials),
             "special": lambda: special(work),
             "fuzz": lambda: fuzz(work, options.fuzz),
+            "stale": lambda: stale(work),
+            "metadata": lambda: metadata(work),
         }
         chosen = [name for name in options.only.split(",") if name] or list(scenarios)
         results = {name: scenarios[name]() for name in chosen}
@@ -266,6 +270,46 @@ def special(work: Path) -> dict[str, int]:
         feeder.wait()
         server.close()
     return {"calls": 8, "errors": errors, "hung": hung, "changed": changed}
+
+
+def stale(work: Path) -> dict[str, int]:
+    folder = work / "stale"
+    folder.mkdir()
+    finished = subprocess.Popen([sys.executable, "-c", "pass"])
+    finished.wait()  # its pid is now free: a writer that died
+    dead = folder / f".pi-{finished.pid}-{'0' * 12}.tmp"
+    live = folder / f".pi-1-{'0' * 12}.tmp"  # pid 1 is always alive
+    dead.write_text("half a file")
+    live.write_text("being written")
+    asyncio.run(call(folder, "write", {"path": "f.txt", "content": "x"}))
+    return {"leaked": int(dead.exists()), "live_kept": int(live.exists())}
+
+
+def metadata(work: Path) -> dict[str, int]:
+    folder = work / "metadata"
+    folder.mkdir()
+    path = folder / "f.txt"
+    path.write_text("old\n")
+    path.chmod(0o640)
+    as_root = os.geteuid() == 0
+    if as_root:
+        os.chown(path, 1234, 2345)
+    xattrs = hasattr(os, "setxattr")
+    if xattrs:
+        try:
+            os.setxattr(path, "user.origin", b"faults")
+        except OSError:
+            xattrs = False  # this filesystem has none
+    before = path.stat()
+    asyncio.run(call(folder, "write", {"path": "f.txt", "content": "new\n"}))
+    asyncio.run(call(folder, "edit", {"path": "f.txt", "old_text": "new", "new_text": "newer"}))
+    after = path.stat()
+    changed = stat.S_IMODE(after.st_mode) != 0o640
+    if as_root:
+        changed += (after.st_uid, after.st_gid) != (before.st_uid, before.st_gid)
+    if xattrs:
+        changed += os.getxattr(path, "user.origin") != b"faults"
+    return {"owner_checked": int(as_root), "xattrs_checked": int(xattrs), "changed": changed}
 
 
 def fuzz(work: Path, examples: int) -> dict[str, int]:

@@ -62,3 +62,17 @@ def test_special_files_are_refused_at_once_and_left_alone() -> None:
 def test_no_exception_escapes_write_or_edit() -> None:
     counts = faults("--only", "fuzz", "--fuzz", "150")["fuzz"]
     assert counts == {"examples": 300, "escaped": 0}, counts
+
+
+def test_the_next_write_removes_only_the_temp_files_of_dead_writers() -> None:
+    counts = faults("--only", "stale")["stale"]
+    assert counts == {"leaked": 0, "live_kept": 1}, (
+        f"a dead writer's temp file goes, a live writer's stays: {counts}"
+    )
+
+
+def test_write_and_edit_keep_mode_owner_and_extended_attributes() -> None:
+    counts = faults("--only", "metadata")["metadata"]
+    assert counts["changed"] == 0, counts
+    if os.geteuid() == 0:
+        assert counts["owner_checked"] == 1, counts

@@ -157,3 +157,14 @@ def play_fifo_writer(fifo: Path) -> None:
     """Open and close a FIFO's writing end: a reader blocked in open or read returns."""
     with contextlib.suppress(OSError):  # ENXIO until the reader has opened its end
         os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+
+
+def fifo_target(workspace: Path, link: str | None) -> tuple[Path, str]:
+    """A FIFO in the workspace, and the name to give a tool: the FIFO's own, or that of a
+    symlink ``link`` to it."""
+    fifo = workspace / "pipe"
+    os.mkfifo(fifo)
+    if link is None:
+        return fifo, "pipe"
+    os.symlink("pipe", workspace / link)
+    return fifo, link

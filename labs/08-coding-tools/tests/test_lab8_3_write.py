@@ -17,7 +17,15 @@ from typing import Any
 
 import pytest
 
-from lab_helpers import call, call_now, raise_task_failures, run, snapshot, text_of
+from lab_helpers import (
+    call,
+    call_now,
+    fifo_target,
+    raise_task_failures,
+    run,
+    snapshot,
+    text_of,
+)
 from picourse.coding_tools import (
     DEFAULT_MUTATION_QUEUE,
     MutationQueue,
@@ -228,25 +236,16 @@ def test_overwriting_keeps_the_permission_bits(workspace: Path) -> None:
     )
 
 
-@pytest.mark.parametrize("through_symlink", [False, True], ids=["fifo", "symlink-to-fifo"])
-def test_only_a_regular_file_is_replaced(workspace: Path, through_symlink: bool) -> None:
-    fifo = workspace / "pipe"
-    os.mkfifo(fifo)
-    if through_symlink:
-        os.symlink("pipe", workspace / "link")
-    out = call_now(
-        create_coding_tools(workspace),
-        "write",
-        path="link" if through_symlink else "pipe",
-        content="x\n",
-    )
+@pytest.mark.parametrize("link", [None, "link"], ids=["fifo", "symlink-to-fifo"])
+def test_only_a_regular_file_is_replaced(workspace: Path, link: str | None) -> None:
+    fifo, name = fifo_target(workspace, link)
+    out = call_now(create_coding_tools(workspace), "write", path=name, content="x\n")
     assert out.is_error and "regular file" in text_of(out), (
         "invariant: write replaces only a regular file; a FIFO (or a device, a socket) is an "
         "error result that says 'regular file'. os.stat the target before writing"
     )
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode), "the FIFO must still be there, unchanged"
-    expected = {"pipe", "link"} if through_symlink else {"pipe"}
-    only_expected_files(workspace, expected)
+    only_expected_files(workspace, {"pipe", name})
 
 
 # ---------------------------------------------------------------- the queue itself
@@ -311,6 +310,42 @@ async def wait_or_fail(event: asyncio.Event, tasks: list[asyncio.Task[Any]], mes
     waiting.cancel()
     raise_task_failures(*tasks)
     assert event.is_set(), message
+
+
+def test_an_operation_queued_later_waits_for_the_one_running_now() -> None:
+    async def scenario() -> list[str]:
+        queue = MutationQueue()
+        log: list[str] = []
+        gates = [asyncio.Event() for _ in range(3)]
+        started = [asyncio.Event() for _ in range(3)]
+        first = asyncio.create_task(queue.run("k", lambda: gated(log, "op0", gates[0], started[0])))
+        second = asyncio.create_task(
+            queue.run("k", lambda: gated(log, "op1", gates[1], started[1]))
+        )
+        await wait_or_fail(started[0], [first, second], "op0 never started on a free key")
+        gates[0].set()  # op0 ends and hands over to op1
+        await wait_or_fail(started[1], [first, second], "op1 never started after op0 ended")
+        third = asyncio.create_task(queue.run("k", lambda: gated(log, "op2", gates[2], started[2])))
+        gates[2].set()
+        await settle()
+        raise_task_failures(first, second, third)
+        assert "op2 start" not in log, (
+            "invariant: an operation queued while another runs waits for it, also after "
+            "earlier ones finished. When an operation ends, forget the key's tail only if it "
+            f"is still this operation's own (a later one may have replaced it). Got {log!r}"
+        )
+        gates[1].set()
+        await asyncio.gather(first, second, third)
+        return log
+
+    assert run(scenario()) == [
+        "op0 start",
+        "op0 end",
+        "op1 start",
+        "op1 end",
+        "op2 start",
+        "op2 end",
+    ]
 
 
 def test_a_caller_cancelled_in_the_queue_does_not_let_the_next_one_overtake() -> None:

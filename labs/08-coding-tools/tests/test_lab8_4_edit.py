@@ -11,7 +11,15 @@ from typing import Any
 
 import pytest
 
-from lab_helpers import call, call_now, raise_task_failures, run, snapshot, text_of
+from lab_helpers import (
+    call,
+    call_now,
+    fifo_target,
+    raise_task_failures,
+    run,
+    snapshot,
+    text_of,
+)
 from picourse.abort import AbortController
 from picourse.coding_tools import DEFAULT_MUTATION_QUEUE, EditDetails, create_coding_tools
 from picourse.tool import ToolOutput
@@ -112,12 +120,18 @@ def test_no_match_and_several_matches_say_which(workspace: Path, app: Path) -> N
     )
 
 
-def test_overlapping_occurrences_count_as_several(workspace: Path) -> None:
-    (workspace / "app.py").write_text("xaaax\n")
+@pytest.mark.parametrize(
+    ("content", "count"),
+    [("xaaax\n", 2), ("xaaaax\n", 3), ("aa-aa-aa\n", 3), ("aa-aa-aa-aa\n", 4)],
+    ids=["overlapping-2", "overlapping-3", "apart-3", "apart-4"],
+)
+def test_every_occurrence_is_counted(workspace: Path, content: str, count: int) -> None:
+    (workspace / "app.py").write_text(content)
     before = (workspace / "app.py").read_bytes()
     out = edit(workspace, old_text="aa", new_text="b")
-    assert out.is_error and "matches 2 times" in text_of(out), (
-        "'aa' occurs twice in 'aaa' (overlapping): replacing the first would be a guess"
+    assert out.is_error and f"matches {count} times" in text_of(out), (
+        f"'aa' occurs {count} times in {content!r}, overlapping ones included: count them all "
+        "(find again from one past the last match); replacing the first would be a guess"
     )
     assert (workspace / "app.py").read_bytes() == before
 
@@ -195,15 +209,19 @@ def test_details_count_utf8_bytes(workspace: Path) -> None:
     )
 
 
-def test_invalid_utf8_is_refused_and_the_file_is_unchanged(workspace: Path) -> None:
+@pytest.mark.parametrize(
+    "content", [b"name = '\xff\xfe'\n", b"name = 'caf\xc3"], ids=["bad-bytes", "cut-at-the-end"]
+)
+def test_invalid_utf8_is_refused_and_the_file_is_unchanged(workspace: Path, content: bytes) -> None:
     path = workspace / "app.py"
-    path.write_bytes(b"name = '\xff\xfe'\n")
+    path.write_bytes(content)
     inode = path.stat().st_ino
     out = edit(workspace, old_text="name", new_text="title")
     assert out.is_error and "UTF-8" in text_of(out), (
-        "a file that is not valid UTF-8 text must be refused with an error that says UTF-8"
+        "a file that is not valid UTF-8 text (also one that ends inside a character) must be "
+        "refused with an error that says UTF-8"
     )
-    unchanged(path, b"name = '\xff\xfe'\n", inode)
+    unchanged(path, content, inode)
 
 
 def test_edit_reads_the_file_inside_its_lane(
@@ -283,20 +301,16 @@ def test_an_aborted_edit_changes_nothing(workspace: Path, app: Path) -> None:
             signal=controller.signal,
         )
     )
-    assert out.is_error, (
+    assert out.is_error and "aborted" in text_of(out), (
         "an edit whose abort signal has fired must not write: check signal.aborted while "
-        "reading and before write_atomic, and return an error result"
+        "reading and before write_atomic, and return an error result that says 'aborted'"
     )
     unchanged(app, before, inode)
 
 
-@pytest.mark.parametrize("through_symlink", [False, True], ids=["fifo", "symlink-to-fifo"])
-def test_a_fifo_is_refused_without_blocking(workspace: Path, through_symlink: bool) -> None:
-    fifo = workspace / "pipe"
-    os.mkfifo(fifo)
-    if through_symlink:
-        os.symlink("pipe", workspace / "app.py")
-    name = "app.py" if through_symlink else "pipe"
+@pytest.mark.parametrize("link", [None, "app.py"], ids=["fifo", "symlink-to-fifo"])
+def test_a_fifo_is_refused_without_blocking(workspace: Path, link: str | None) -> None:
+    fifo, name = fifo_target(workspace, link)
     tools = create_coding_tools(workspace)
 
     async def scenario() -> ToolOutput:
@@ -330,12 +344,19 @@ def test_edits_from_two_event_loops_are_never_lost(workspace: Path) -> None:
     # orders operations inside one loop only, so the file itself must be locked
     # (files.directory_lock) around read, check and rename.
     path = workspace / "app.py"
-    rounds = 40
+    rounds = 15
     path.write_text("".join(f"a{n}\nb{n}\n" for n in range(rounds)))
     registry = create_coding_tools(workspace)
     failures: list[str] = []
+    crashes: list[BaseException] = []
 
     def agent(prefix: str) -> None:
+        try:
+            edit_all(prefix)
+        except BaseException as error:  # noqa: BLE001 (re-raised in the test thread)
+            crashes.append(error)
+
+    def edit_all(prefix: str) -> None:
         async def edits() -> None:
             for n in range(rounds):
                 out = await call(
@@ -353,10 +374,24 @@ def test_edits_from_two_event_loops_are_never_lost(workspace: Path) -> None:
         thread.start()
     for thread in threads:
         thread.join(90)
+    if crashes:
+        raise crashes[0]
     assert not failures, failures[:3]
     text = path.read_text()
     lost = [line for line in text.splitlines() if not line.endswith("!")]
     assert not lost, (
         f"{len(lost)} edits reported success and were then lost (e.g. {lost[:3]}): lock the "
         "directory around read, check and rename"
+    )
+
+
+def test_a_file_of_several_megabytes_is_edited_whole(workspace: Path) -> None:
+    path = workspace / "app.py"
+    body = "".join(f"line {n:07d} of a long generated file\n" for n in range(80_000))  # 3 MiB
+    path.write_text(body + "THE END\n")
+    out = edit(workspace, old_text="THE END\n", new_text="the end\n")
+    assert not out.is_error, f"a large file is read whole (in chunks, if you like): {text_of(out)}"
+    assert path.read_text() == body + "the end\n", (
+        "every byte of a large file must survive an edit: when reading in chunks, add up "
+        "what each read returned"
     )

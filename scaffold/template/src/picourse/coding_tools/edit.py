@@ -8,7 +8,8 @@ file is read inside that same queued operation. ``EditDetails`` counts UTF-8 byt
 
 Open the file without blocking and edit only a regular file: ``files.open_existing``
 does both (a FIFO or a device is refused instead of hanging). ``signal`` is the call's
-abort signal: check it while reading and before writing.
+abort signal: check it while reading and before writing; an aborted edit
+writes nothing and its error says 'aborted'.
 """
 
 from __future__ import annotations

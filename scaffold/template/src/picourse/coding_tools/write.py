@@ -6,6 +6,8 @@ in the target's directory, fsyncs it, and renames it over the target; no temp fi
 survives any path. A new file gets the usual ``0o666 & ~umask`` mode; a replaced file
 keeps its permission bits. Only a regular file may be replaced: a directory, a FIFO, a
 device or a socket is an error and stays as it is. Report ``WriteDetails`` (UTF-8 bytes).
+Given helpers in ``files.py`` order writers across processes (``directory_lock``); using
+them is optional here.
 """
 
 from __future__ import annotations
@@ -19,6 +21,6 @@ async def write_file(options: CodingToolOptions, path: str, content: str) -> Too
     raise NotImplementedError("Lab 8.3 write is not implemented yet")
 
 
-def write_atomic(path: str, data: bytes) -> None:
+def write_atomic(path: str, data: bytes | bytearray) -> None:
     # Lab 8.3: temp file in the same directory, then rename over the target.
     raise NotImplementedError("Lab 8.3 write_atomic is not implemented yet")

@@ -7,7 +7,8 @@ once, through the same atomic write as the write tool, inside the same queue lan
 - The file is opened without blocking and only a regular file is read (a FIFO or a
   device would never end), in chunks, checking the abort signal between them; UTF-8 is
   validated chunk by chunk, and the edits change that one buffer in place, so the peak
-  memory stays within twice the file's size.
+  memory stays within twice the file's size. A file over ``MAX_EDIT_BYTES`` is refused
+  before any memory is taken for it.
 - Read, check and rename happen under ``files.directory_lock``: an edit in another event
   loop or process cannot slip in between, so no applied edit is ever lost.
 - With the extensions on, the lane also holds the read-before-edit check and the careful
@@ -35,6 +36,7 @@ from picourse.coding_tools.write import write_atomic
 from picourse.tool import ToolOutput
 
 CHUNK_BYTES = 1 << 20
+MAX_EDIT_BYTES = 1 << 30  # an edit holds the file in memory; beyond this, sed does better
 
 
 @dataclass
@@ -143,6 +145,11 @@ def _read(key: str, display: str, signal: AbortSignal | None, *, validate: bool)
     fd = open_existing(key, display)
     with os.fdopen(fd, "rb", buffering=0) as file:
         size = os.fstat(fd).st_size
+        if size > MAX_EDIT_BYTES:
+            raise ChangeRefused(
+                f"{display} is {size} bytes, too large to edit in memory (the limit is "
+                f"{MAX_EDIT_BYTES} bytes); use bash (for example sed -i) for a file this big."
+            )
         data = bytearray(size)
         decoder = codecs.getincrementaldecoder("utf-8")()
         filled = 0

@@ -17,7 +17,7 @@ import asyncio
 import os
 import weakref
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -61,7 +61,7 @@ class MutationQueue:
         return await asyncio.shield(running)
 
 
-def _settle(task: asyncio.Future[object]) -> None:
+def _settle(task: asyncio.Future[Any]) -> None:
     """Retrieve the outcome of an operation whose caller may have stopped waiting, so
     its exception is not reported as never retrieved."""
     if not task.cancelled():

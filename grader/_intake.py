@@ -112,14 +112,14 @@ def _student_name(entry: Path) -> str | Skipped:
         return Skipped(shown, "a hidden entry (its name starts with '.')")
     if any(unicodedata.category(c).startswith("C") for c in name):
         return Skipped(shown, "the name holds control characters: rename it")
+    # The instructor's own links (to a folder or an archive) are followed; links inside a
+    # submission never are.
     try:
-        mode = entry.lstat().st_mode
+        mode = entry.stat().st_mode
+    except FileNotFoundError:
+        return Skipped(shown, "a broken symbolic link")
     except OSError as error:
         return Skipped(shown, f"cannot be read: {error.strerror}")
-    if stat.S_ISLNK(mode):
-        if not entry.exists():
-            return Skipped(shown, "a broken symbolic link")
-        return Skipped(shown, "a symbolic link: put the submission itself in the folder")
     if stat.S_ISDIR(mode):
         return name
     if not stat.S_ISREG(mode):
@@ -135,7 +135,7 @@ def _student_name(entry: Path) -> str | Skipped:
 
 def _shown(entry: Path) -> str:
     name = entry.name.encode("utf-8", "backslashreplace").decode("utf-8")
-    return name + "/" if entry.is_dir() and not entry.is_symlink() else name
+    return name + "/" if entry.is_dir() else name
 
 
 def lab_modules(submission: Submission, lab: Lab, scratch: Path) -> dict[str, bytes]:

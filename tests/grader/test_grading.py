@@ -242,7 +242,8 @@ def test_the_gradescope_bundle_grades_one_submission(tmp_path: Path) -> None:
     results = json.loads((root / "results" / "results.json").read_text())
     assert "score" not in results, "a top-level score would drop the extra credit"
     assert sum(t["max_score"] for t in results["tests"]) == pytest.approx(100)
-    assert sum(t["score"] for t in results["tests"]) == pytest.approx(100 + 38), "with the bonus"
+    total = sum(t["score"] for t in results["tests"])
+    assert total == pytest.approx(100 + 38, abs=0.01), "with the bonus"
     assert len(results["tests"]) > 90
     assert all(
         t["status"] in ("passed", "failed") and t["visibility"] == "visible"

@@ -112,17 +112,14 @@ def _student_name(entry: Path) -> str | Skipped:
         return Skipped(shown, "a hidden entry (its name starts with '.')")
     if any(unicodedata.category(c).startswith("C") for c in name):
         return Skipped(shown, "the name holds control characters: rename it")
+    # The instructor's own links (to a folder or an archive) are followed; links inside a
+    # submission never are.
     try:
-        mode = entry.lstat().st_mode
+        mode = entry.stat().st_mode
+    except FileNotFoundError:
+        return Skipped(shown, "a broken symbolic link")
     except OSError as error:
         return Skipped(shown, f"cannot be read: {error.strerror}")
-    if stat.S_ISLNK(mode):
-        # The folder of submissions is the instructor's arrangement: a link at its top level
-        # is followed (links inside a submission never are; see _links).
-        try:
-            mode = entry.stat().st_mode
-        except OSError:
-            return Skipped(shown, "a broken symbolic link")
     if stat.S_ISDIR(mode):
         return name
     if not stat.S_ISREG(mode):
@@ -138,7 +135,7 @@ def _student_name(entry: Path) -> str | Skipped:
 
 def _shown(entry: Path) -> str:
     name = entry.name.encode("utf-8", "backslashreplace").decode("utf-8")
-    return name + "/" if entry.is_dir() and not entry.is_symlink() else name
+    return name + "/" if entry.is_dir() else name
 
 
 def lab_modules(submission: Submission, lab: Lab, scratch: Path) -> dict[str, bytes]:

@@ -120,18 +120,19 @@ def test_every_entry_of_the_folder_is_accounted_for(tmp_path: Path) -> None:
     with zipfile.ZipFile(root / "bob.zip", "w") as bundle:
         bundle.writestr(READ, SOLVED_READ)
     (root / "gone").symlink_to(tmp_path / "nowhere")
-    (root / "alias").symlink_to(root / "ann")
+    (root / "cy").symlink_to(practice(tmp_path / "elsewhere"))  # the instructor's own link
     (root / "notes.txt").write_text("x")
+    (root / "link-to-notes").symlink_to(root / "notes.txt")
     (root / "carl.7z").write_bytes(b"7z")
     (root / ".DS_Store").write_bytes(b"")
     os.mkfifo(root / "pipe")
     found, skipped = survey(root)
-    # A link at the top is the instructor's arrangement and is followed; a broken one is not.
-    assert [s.student for s in found] == ["alias", "ann", "bob"]
+    assert [s.student for s in found] == ["ann", "bob", "cy"]
     reasons = {s.entry: s.reason for s in skipped}
     assert len(found) + len(skipped) == len(os.listdir(root)), "no entry goes unmentioned"
     expected = {
         "gone": "broken symbolic link",
+        "link-to-notes": "supported archive",
         "notes.txt": "supported archive",
         "carl.7z": "supported archive",
         ".DS_Store": "hidden",

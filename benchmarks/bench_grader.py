@@ -50,12 +50,8 @@ def main() -> int:
     parser.add_argument("--count", type=int, default=200)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--wall", type=float, default=60, help="wall limit per submission")
-    parser.add_argument("--first-uid", type=int, default=64000, help="of the job users as root")
     options = parser.parse_args()
     lab = load_lab("08")
-    # Job uids of its own: a grader tested at the same time on a shared machine uses the
-    # default ones, and its processes would count against this run's process limit.
-    _sandbox.UserPool.FIRST_UID = options.first_uid
     limits = Limits(wall_seconds=options.wall, test_seconds=min(30, options.wall))
     with tempfile.TemporaryDirectory(prefix="bench-grader-") as scratch:
         root = Path(scratch)

@@ -3,6 +3,7 @@
     .venv/bin/python tools/mutation_campaign.py --stage 8.2          # one stage
     .venv/bin/python tools/mutation_campaign.py                      # every stage (hours)
     .venv/bin/python tools/mutation_campaign.py --stage 8.1 --own-tests --max-children 2
+    .venv/bin/python tools/mutation_campaign.py --stage 8.1 --workdir DIR --report  # again
 
 It builds a solved practice directory (the scaffold, the lab tests and every stage's
 solution, exactly as ``practice.py 08 DIR --solution`` does), tells mutmut to mutate the
@@ -235,6 +236,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--workdir", type=Path, help="keep the run here (default: temporary)")
     parser.add_argument("--nice", type=int, default=10, help="niceness increment (10)")
+    parser.add_argument(
+        "--report", action="store_true", help="only report again on the run kept in --workdir"
+    )
     args = parser.parse_args(argv)
 
     lab = load_lab("08")
@@ -242,6 +246,10 @@ def main(argv: list[str] | None = None) -> int:
     modules = [m for s in stages for m in s.modules if not args.module or m in args.module]
     if not modules:
         parser.error(f"no module selected; stage modules: {[m for s in stages for m in s.modules]}")
+    if args.report:
+        if args.workdir is None or not (args.workdir / "mutants").is_dir():
+            parser.error("--report needs the --workdir of an earlier run")
+        return report(stages, collect(args.workdir, modules), load_equivalents())
     os.nice(args.nice)
     os.environ[RUN_MARKER] = token = uuid.uuid4().hex
     if args.workdir is not None and args.workdir.exists():

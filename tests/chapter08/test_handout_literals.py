@@ -34,7 +34,14 @@ def lab_test_sources() -> dict[str, str]:
 
 def docstrings(path: Path) -> str:
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    nodes = [tree, *(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.ClassDef))]
+    nodes = [
+        tree,
+        *(
+            n
+            for n in ast.walk(tree)
+            if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+        ),
+    ]
     return "\n".join(filter(None, (ast.get_docstring(n, clean=False) for n in nodes)))
 
 

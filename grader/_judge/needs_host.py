@@ -11,6 +11,7 @@ depends on what the test does, never on a list of tests, and never on the studen
 
 from __future__ import annotations
 
+import os
 import tracemalloc
 from collections.abc import Callable
 from typing import Any
@@ -48,3 +49,5 @@ class RefusingMonkeyPatch:
 def install_guards() -> None:
     """Make the judge's own process unobservable as if it were the student's."""
     tracemalloc.start = _refuse("tracemalloc measures the process the tools run in")
+    # The file-creation mask is per process: set here, it would not reach the tools.
+    os.umask = _refuse("os.umask sets the mask of the process the tools run in")

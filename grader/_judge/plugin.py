@@ -110,8 +110,12 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     import picourse
 
     for module in pkgutil.walk_packages(picourse.__path__, "picourse."):
-        importlib.import_module(module.name)
+        if module.name.rsplit(".", 1)[-1] != "__main__":  # a program, not a module to load
+            importlib.import_module(module.name)
     host_process.settings.collected = True
+    # Start the host now, before the first test: a lab test's own clean-up (its conftest
+    # reaps every process that is new since the test began) must see it as already there.
+    host_process.host.address()
     state.hosted.start(state.timeout)  # collects the same tests meanwhile, in the host
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from .host_process import host, settings
 from .needs_host import NeedsHost
-from .wire import Codec, WireError, pack, read_frame, recv_frame
+from .wire import Codec, WireError, is_async, pack, read_frame, recv_frame
 
 _sending: contextvars.ContextVar[tuple[Any, list[Any]] | None] = contextvars.ContextVar(
     "grader_sending", default=None
@@ -69,6 +69,10 @@ class _JudgeCodec(Codec):
         in_tests = str(getattr(tests, "__file__", "") or "").startswith(settings.tests)
         if not (in_tests or module.split(".")[0] in ("builtins", "asyncio", "picourse")):
             raise NeedsHost(f"the test hands a {type(value).__name__} of {module} to the tools")
+        if in_tests and inspect.isroutine(value) and not is_async(value):
+            # The student's code calls it and goes on at once; across processes the test's
+            # effect (an abort, say) would arrive after that code had already moved on.
+            raise NeedsHost("the test hands the tools a synchronous callback")
 
 
 def _owner_module(value: Any) -> str:
@@ -98,9 +102,17 @@ class _Link:
         self.task = asyncio.ensure_future(self._read())
 
     def abort(self, signal: int, reason: Any) -> None:
-        self.loop.call_soon_threadsafe(
-            self._write, {"op": "abort", "sig": signal, "reason": reason}
-        )
+        message = {"op": "abort", "sig": signal, "reason": reason}
+        try:
+            here = asyncio.get_running_loop() is self.loop
+        except RuntimeError:
+            here = False
+        if here:
+            # At once, in order: an abort made inside a callback (on_event, say) must reach
+            # the host before that callback's reply lets the host's code go on.
+            self._write(message)
+        else:
+            self.loop.call_soon_threadsafe(self._write, message)
 
     def _write(self, message: dict[str, Any]) -> None:
         if not self.closed:

@@ -21,6 +21,7 @@ from coursekit import load_lab
 from coursekit.layout import COURSE_ROOT, solution_root
 from grader import GradeOptions, grade_submissions
 from grader._sandbox import Limits
+from tests.grader.chromium import chromium, headless_flags
 
 LAB = load_lab("08")
 SAMPLES = COURSE_ROOT / "grader" / "examples" / "submissions"
@@ -257,18 +258,8 @@ def test_the_gradescope_bundle_grades_one_submission(tmp_path: Path) -> None:
 
 
 def test_the_html_report_renders_in_headless_chromium(samples_graded: Path, tmp_path: Path) -> None:
-    browser = shutil.which("chromium") or shutil.which("chromium-browser")
-    assert browser, "headless Chromium is needed for this test (.ci/run installs it)"
-    flags = [
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        f"--user-data-dir={tmp_path / 'profile'}",
-    ]
+    browser = chromium()
+    flags = headless_flags(tmp_path / "profile")
     page = (samples_graded / "report.html").as_uri()
     shot = tmp_path / "report.png"
     subprocess.run(

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
 from coursekit import load_lab
 from grader.report import exercism, gradescope, html, insight
+from tests.grader.chromium import chromium, headless_flags
 
 from .class_sample import synthetic_class
 
@@ -61,21 +61,10 @@ def test_the_diagnosis_reaches_every_format_the_student_or_instructor_reads() ->
 
 
 def test_the_report_renders_in_headless_chromium_with_its_charts(tmp_path: Path) -> None:
-    browser = shutil.which("chromium") or shutil.which("chromium-browser")
-    assert browser, "headless Chromium is needed for this test (.ci/run installs it)"
+    browser = chromium()
     page = tmp_path / "report.html"
     page.write_text(html.render(LAB, synthetic_class(200)), encoding="utf-8")
-    flags = [
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--enable-logging=stderr",
-        f"--user-data-dir={tmp_path / 'profile'}",
-    ]
+    flags = [*headless_flags(tmp_path / "profile"), "--enable-logging=stderr"]
     shot = tmp_path / "report.png"
     run = subprocess.run(
         [browser, *flags, f"--screenshot={shot}", "--window-size=1200,1400", page.as_uri()],

@@ -277,3 +277,4 @@ def test_the_html_report_renders_in_headless_chromium(samples_graded: Path, tmp_
         check=False,
     ).stdout
     assert "full-solution" in dom and "Class overview" in dom and "cheat-patch-pytest" in dom
+    assert dom.count("<svg") == 5, "the class insight shows its five views for the demo class"

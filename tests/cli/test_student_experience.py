@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from coursekit import load_lab
+from coursekit.assemble import apply_mutant
 from coursekit.layout import COURSE_ROOT, solution_root
 
 from .test_practice_cli import copy_of, next_command, practice, solve
@@ -215,3 +216,21 @@ def test_without_solutions_break_says_what_this_release_offers(
     )
     assert "does not ship the reference solution" in listing.stdout, listing.stdout + listing.stderr
     assert "break 8.4 NAME" not in listing.stdout, "never offer a command that cannot work"
+
+
+def test_check_names_the_known_mistake_the_failures_look_like(fresh: Path, tmp_path: Path) -> None:
+    directory = copy_of(fresh, tmp_path)
+    solve(directory, "8.1")
+    mutant = next(m for m in LAB.stage("8.1").mutants if m.name == "final-newline-adds-a-line")
+    apply_mutant(directory, mutant)
+    checked = practice("check", "8.1", cwd=directory)
+    assert "Your failures look like a known mistake" in checked.stdout, checked.stdout
+    assert mutant.invariant in checked.stdout and "hint 8.1" in checked.stdout
+    solve(directory, "8.1")
+    (directory / LAB.stage("8.1").modules[0]).write_text(
+        (directory / LAB.stage("8.1").modules[0])
+        .read_text()
+        .replace("def read_file(", "def _gone(", 1)
+    )
+    broken = practice("check", "8.1", cwd=directory)
+    assert "known mistake" not in broken.stdout, "an unrelated failure gets no diagnosis"

@@ -9,6 +9,9 @@ import pytest
 GRADER_TESTS = Path(__file__).parent / "grader"
 
 
+# tryfirst: pytest-xdist reads the xdist_group marks in its own collection hook, which
+# must see them.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     # Each grader run already keeps to itself (uids it claims with a lock, its own pids
     # cgroup), but two of them at once on two cores would cut into each other's wall limits.

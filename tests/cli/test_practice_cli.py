@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from coursekit import load_lab
+from coursekit.assemble import apply_mutant
 from coursekit.layout import COURSE_ROOT, SCAFFOLD, solution_root
 
 PRACTICE = COURSE_ROOT / "practice.py"
@@ -193,16 +194,14 @@ def test_check_expect_red_tells_which_invariant_caught_a_deliberate_bug(
     directory = copy_of(fresh, tmp_path)
     solve(directory, "8.1", "8.2", "8.3", "8.4")
     assert practice("check", "8.4", cwd=directory).returncode == 0
-    module = directory / LAB.stage("8.4").modules[0]
-    module.write_text(
-        module.read_text().replace(
-            "    matches = 1 + _count_from(text, old, first + 1)", "    matches = 1"
-        )
-    )
+    # A deliberate bug from the catalogue, so the test follows the solution as it changes.
+    bug = next(m for m in LAB.stage("8.4").mutants if m.name == "replace-first-of-several")
+    apply_mutant(directory, bug)
     result = practice("check", "8.4", "--expect-red", cwd=directory)
     assert result.returncode == 0 and "Caught" in result.stdout
-    assert "a batch with a bad edit must be an error result" in result.stdout, (
-        "the message names the invariant the change broke"
+    caught = result.stdout.split("Caught", 1)[1].splitlines()
+    assert len(caught) > 1 and caught[1].strip(), (
+        "the first red test's message, naming the invariant the change broke, is shown"
     )
     solve(directory, "8.4")
     green = practice("check", "8.4", "--expect-red", cwd=directory)

@@ -121,7 +121,9 @@ def test_my_module_is_mine():
 
 def test_a_daemon_dies_with_its_run_and_never_reaches_the_next_job(tmp_path: Path) -> None:
     token = f"daemon-{secrets.token_hex(6)}"
-    neighbour = job(tmp_path, "next", NEIGHBOUR, module=str(tmp_path / "next/work/module.py"))
+    neighbour = job(
+        tmp_path, "next", NEIGHBOUR, module=str(tmp_path / "next" / "work" / "module.py")
+    )
     (neighbour / "module.py").write_text("honest")
     attacker = job(tmp_path, "daemon", DAEMON, token=token, neighbour=str(neighbour / "module.py"))
     with UserPool(1, LIMITS.processes) as pool:

@@ -27,7 +27,9 @@ class Limits:
     memory_bytes: int = 1 << 30  # address space; the reference solution needs far less
     processes: int = 128
     file_bytes: int = 1 << 30
-    disk_bytes: int = 1 << 30  # the private /tmp of a sandboxed run (a 300 MB test file)
+    # The private /tmp of a sandboxed run: a cap on a tmpfs, not a reservation. The lab tests
+    # keep their files until the run ends (64 MiB lines, 300 MB files, sparse files).
+    disk_bytes: int = 4 << 30
 
 
 def apply_limits(limits: Limits, user: JobUser | None, drop: bool) -> None:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from pytest_httpserver import HTTPServer
 
 GRADER_TESTS = Path(__file__).parent / "grader"
 
@@ -20,3 +22,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.path.is_relative_to(GRADER_TESTS):
             item.add_marker(pytest.mark.xdist_group("grader"))
+
+
+@pytest.fixture
+def server() -> Iterator[HTTPServer]:
+    """A local HTTP server for the model tests. Threaded: a handler that holds a stream open
+    must not stop the server answering."""
+    http = HTTPServer(threaded=True)
+    http.start()
+    yield http
+    http.clear()
+    if http.is_running():
+        http.stop()

@@ -10,7 +10,6 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,15 +31,6 @@ pytestmark = pytest.mark.slow
 def solved(tmp_path_factory: pytest.TempPathFactory) -> Path:
     base = render_base(LAB, tmp_path_factory.mktemp("agent-base") / "practice")
     return build(LAB, base, tmp_path_factory.mktemp("agent") / "solved", [s.id for s in LAB.stages])
-
-
-@pytest.fixture
-def server() -> Iterator[HTTPServer]:
-    http = HTTPServer(threaded=True)
-    http.start()
-    yield http
-    http.clear()
-    http.stop()
 
 
 def tool_turn(call_id: str, name: str, arguments: dict[str, Any]) -> Response:

@@ -25,17 +25,6 @@ from picourse.tool import Object, String, Tool, ToolContext, ToolOutput, ToolReg
 PATH = "/v1/chat/completions"
 
 
-@pytest.fixture
-def server() -> Iterator[HTTPServer]:
-    # Threaded: a handler that holds a stream open must not stop the server answering.
-    http = HTTPServer(threaded=True)
-    http.start()
-    yield http
-    http.clear()
-    if http.is_running():
-        http.stop()
-
-
 def model_for(server: HTTPServer, **options: Any) -> OpenAIChatModel:
     return OpenAIChatModel(
         "test-model", base_url=server.url_for("/v1"), api_key="sk-test", **options

@@ -3,6 +3,7 @@ practice directory's ``src`` on PYTHONPATH). Each prints one JSON object.
 
     python bash_scenarios.py daemons N TOKEN   # N quick double-fork daemons
     python bash_scenarios.py hopper TOKEN      # a process that changes its pid every 2 ms
+    python bash_scenarios.py late-orphans      # children that die after their shell
     python bash_scenarios.py fuzz              # hypothesis: every command gives a result
 """
 
@@ -20,6 +21,7 @@ from typing import Any
 import psutil
 
 from picourse.coding_tools import create_coding_tools
+from picourse.coding_tools.command_scope import RUN_MARKER
 from picourse.tool import ToolContext, ToolOutput
 
 HOPPER = """
@@ -30,6 +32,21 @@ while True:
     if os.fork():
         os._exit(0)
     os.setsid()  # out of the group too: only the sweep can find it
+"""
+
+
+# Ends 0.3 s after SIGTERM, well within the grace: its shell, which dies at once, is gone by
+# then, so it ends as an orphan already re-parented to the tool's process.
+SLOW_TO_DIE = """
+import os, signal, sys, time
+def finish(*_):
+    time.sleep(0.3)
+    open(f"finished-{os.getpid()}", "w").close()
+    os._exit(0)
+signal.signal(signal.SIGTERM, finish)
+open(f"started-{os.getpid()}", "w").close()
+while True:
+    time.sleep(1)
 """
 
 
@@ -79,6 +96,27 @@ def hopper(workspace: Path, token: str) -> dict[str, Any]:
     }
 
 
+def late_orphans(workspace: Path) -> dict[str, Any]:
+    (workspace / "slow.py").write_text(SLOW_TO_DIE)
+    python = shlex.quote(sys.executable)
+    # Without the run's marker in their environment: only their process group says whose
+    # they are once their shell is gone.
+    command = (
+        f"for i in 1 2 3 4 5; do env -u {RUN_MARKER} {python} slow.py & done; "
+        "while [ $(ls | grep -c started-) -lt 5 ]; do sleep 0.01; done; wait"
+    )
+    out = bash(workspace, command, bash_timeout_ms=2000)
+    started = [int(p.name.split("-")[1]) for p in workspace.glob("started-*")]
+    left = [pid for pid in started if psutil.pid_exists(pid)]  # a zombie counts: unreaped
+    graced = len(list(workspace.glob("finished-*")))
+    return {
+        "timed_out": out.details.timed_out,
+        "started": len(started),
+        "graced": graced,
+        "left": left,
+    }
+
+
 def fuzz(workspace: Path) -> dict[str, Any]:
     from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
@@ -125,6 +163,8 @@ def main() -> None:
             result = daemons(workspace, int(args[0]), args[1])
         elif scenario == "hopper":
             result = hopper(workspace, args[0])
+        elif scenario == "late-orphans":
+            result = late_orphans(workspace)
         else:
             result = fuzz(workspace)
     print(json.dumps(result))

@@ -67,6 +67,16 @@ def test_a_process_that_changes_its_pid_every_2ms_does_not_survive(
     assert result["survivors"] == [], f"the pid hopper survived as {result['survivors']}"
 
 
+@pytest.mark.parametrize("cgroup", [True, False], ids=["cgroup-if-allowed", "sweep-only"])
+def test_children_that_outlive_their_shell_get_the_grace_and_are_reaped(
+    solved_src: Path, cgroup: bool
+) -> None:
+    result = scenario(solved_src, "late-orphans", cgroup=cgroup)
+    assert result["timed_out"] and result["started"] == 5, result
+    assert result["graced"] == 5, f"only {result['graced']} of 5 got the grace after SIGTERM"
+    assert result["left"] == [], f"left unreaped (zombies of the tool's process): {result['left']}"
+
+
 def test_every_command_gives_a_result_never_an_exception(solved_src: Path) -> None:
     result = scenario(solved_src, "fuzz")
     assert result["hazards"] >= 30 and result["printed"] >= 20, result

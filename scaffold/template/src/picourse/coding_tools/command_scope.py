@@ -53,6 +53,7 @@ class CommandScope:
         self.marker = secrets.token_hex(8)
         self.started = time.time()
         self.leader: int | None = None
+        self._known: dict[int, float] = {}  # pid -> start time of each process of the call
         _become_subreaper()
         self._cgroup = _new_cgroup(self.marker)
 
@@ -77,7 +78,12 @@ class CommandScope:
         """Give every process of the call up to ``timeout`` seconds to exit (after
         ``terminate``); True if none is left."""
         deadline = time.monotonic() + timeout
-        while self._members():
+        # Two quiet looks in a row: a process whose parent is exiting belongs to neither
+        # for a moment (it is being re-parented to us), so one look can miss it.
+        quiet = 0
+        while quiet < 2:
+            self._reap_adopted()
+            quiet = 0 if self._group_alive() or self._members() else quiet + 1
             if time.monotonic() >= deadline:
                 return False
             time.sleep(0.005)
@@ -90,6 +96,7 @@ class CommandScope:
         quiet = 0
         while quiet < 2 and time.monotonic() < deadline:
             quiet = 0 if self._kill_pass(deadline) else quiet + 1
+        self._reap_adopted()
         self._release_cgroup(deadline)
 
     def _kill_pass(self, deadline: float) -> bool:
@@ -114,7 +121,38 @@ class CommandScope:
         else:
             found |= self._marked_anywhere()
         found.discard(os.getpid())
+        for pid in found - self._known.keys():
+            started = _start_time(pid)
+            if started is not None:
+                self._known[pid] = started
         return {pid for pid in found if _alive(pid)}
+
+    def _group_alive(self) -> bool:
+        """Whether a process of the shell's group still exists (an unreaped zombie counts
+        until its parent, or we, reap it)."""
+        if self.leader is None:
+            return False
+        try:
+            os.killpg(self.leader, 0)
+        except (ProcessLookupError, PermissionError):
+            return False
+        return True
+
+    def _reap_adopted(self) -> None:
+        """Reap the call's orphans that died after they were re-parented to us (we are
+        their subreaper): left alone they stay zombies for as long as this process lives.
+        Only the call's own (seen with its marker, or in the shell's group), never the
+        shell, which asyncio reaps, nor another call's orphans."""
+        if not _PROC_CHILDREN:
+            return
+        for pid in _children(os.getpid()):
+            ours = _group_of(pid) == self.leader or (
+                pid in self._known and _start_time(pid) == self._known[pid]  # not a reused pid
+            )
+            if pid == self.leader or not ours:
+                continue
+            with contextlib.suppress(ChildProcessError, OSError):
+                os.waitpid(pid, os.WNOHANG)
 
     def _marked_anywhere(self) -> set[int]:
         found = set()
@@ -162,6 +200,20 @@ def _send(pid: int, signum: int) -> bool:
     except (ProcessLookupError, PermissionError):
         return False
     return True
+
+
+def _start_time(pid: int) -> float | None:
+    try:
+        return psutil.Process(pid).create_time()
+    except psutil.Error:
+        return None
+
+
+def _group_of(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)  # also of a zombie
+    except OSError:
+        return None
 
 
 def _alive(pid: int) -> bool:

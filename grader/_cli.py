@@ -17,6 +17,7 @@ from types import FrameType
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+from rich.text import Text
 
 from grader import _export, _sandbox, _signatures, _similarity
 from grader._grade import GradeOptions, OutputBusy, grade_submissions, release
@@ -115,7 +116,9 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         return _export.run_inside_gradescope()
     except (InvalidSubmission, _sandbox.SandboxError, OutputBusy) as error:
-        Console(stderr=True).print(f"[red]error:[/red] {error}")
+        # Literal (a path may hold brackets) and unwrapped (a path stays one piece to copy).
+        errors = Console(stderr=True, highlight=False, soft_wrap=True)
+        errors.print(Text.assemble(("error:", "red"), f" {error}"))
         return 2
 
 

@@ -88,7 +88,9 @@ def test_release_refuses_what_it_cannot_vouch_for(
 ) -> None:
     store = ResultStore(tmp_path)
     assert main(["release", "nobody", "--out", str(tmp_path)]) == 2
-    assert "grade it first" in capsys.readouterr().err
+    message = capsys.readouterr().err
+    assert "grade it first" in message
+    assert str(tmp_path) in message, "the OUT path is printed whole, in one piece to copy"
     written(store, result("ann"))
     assert main(["release", "ann", "--out", str(tmp_path)]) == 2
     assert "not flagged" in capsys.readouterr().err

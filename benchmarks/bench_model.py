@@ -21,55 +21,28 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scaffold" / "template" / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from openai import AsyncOpenAI
 
 from picourse.messages import user_message
 from picourse.model import ModelRequest
 from picourse.openai_model import OpenAIChatModel
+from tests.chat_stream import DONE, chunk, tool_call_stream
 
 TARGET_MS = 10.0
 TURNS = 200
 
 
 def _reply() -> bytes:
-    def chunk(delta: dict[str, Any], finish: str | None = None, usage: Any = None) -> str:
-        body: dict[str, Any] = {
-            "id": "c",
-            "object": "chat.completion.chunk",
-            "created": 0,
-            "model": "m",
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-        }
-        if usage:
-            body["choices"], body["usage"] = [], usage
-        return f"data: {json.dumps(body)}\n\n"
-
     arguments = json.dumps({"path": "src/app.py", "offset": 1, "limit": 120})
-    parts = [chunk({"content": "Let me look. "})]
-    parts.append(
-        chunk(
-            {
-                "tool_calls": [
-                    {
-                        "index": 0,
-                        "id": "call_1",
-                        "type": "function",
-                        "function": {"name": "read", "arguments": ""},
-                    }
-                ]
-            }
-        )
-    )
-    parts += [
-        chunk({"tool_calls": [{"index": 0, "function": {"arguments": arguments[i : i + 8]}}]})
-        for i in range(0, len(arguments), 8)
+    usage = {"prompt_tokens": 900, "completion_tokens": 30, "total_tokens": 930}
+    parts = [
+        chunk({"content": "Let me look. "}),
+        *tool_call_stream("call_1", "read", arguments, pieces=len(arguments) // 8),
+        chunk({}, usage=usage),
     ]
-    parts.append(chunk({}, "tool_calls"))
-    parts.append(
-        chunk({}, usage={"prompt_tokens": 900, "completion_tokens": 30, "total_tokens": 930})
-    )
-    return ("".join(parts) + "data: [DONE]\n\n").encode()
+    return ("".join(parts) + DONE).encode()
 
 
 REPLY = _reply()

@@ -21,6 +21,7 @@ from werkzeug import Response
 from coursekit import load_lab
 from coursekit.layout import COURSE_ROOT
 from tests.chapter08.labrun import build, render_base
+from tests.chat_stream import chunk, sse, tool_call_stream
 
 LAB = load_lab("08")
 PATH = "/v1/chat/completions"
@@ -34,27 +35,11 @@ def solved(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def tool_turn(call_id: str, name: str, arguments: dict[str, Any]) -> Response:
-    encoded = json.dumps(arguments)
-    deltas = [
-        {"tool_calls": [{"index": 0, "id": call_id, "type": "function",
-                         "function": {"name": name, "arguments": encoded[:7]}}]},
-        {"tool_calls": [{"index": 0, "function": {"arguments": encoded[7:]}}]},
-    ]  # fmt: skip
-    return _stream(deltas, "tool_calls")
+    return sse(*tool_call_stream(call_id, name, json.dumps(arguments), pieces=2))
 
 
 def text_turn(words: str) -> Response:
-    return _stream([{"content": words}], "stop")
-
-
-def _stream(deltas: list[dict[str, Any]], finish: str) -> Response:
-    def chunk(delta: dict[str, Any], reason: str | None) -> str:
-        body = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "m",
-                "choices": [{"index": 0, "delta": delta, "finish_reason": reason}]}  # fmt: skip
-        return f"data: {json.dumps(body)}\n\n"
-
-    text = "".join(chunk(d, None) for d in deltas) + chunk({}, finish) + "data: [DONE]\n\n"
-    return Response(text, content_type="text/event-stream")
+    return sse(chunk({"content": words}), chunk({}, "stop"))
 
 
 class Session:

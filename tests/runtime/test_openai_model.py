@@ -21,6 +21,7 @@ from picourse.messages import TextContent, ToolCall, user_message
 from picourse.model import ModelRequest
 from picourse.openai_model import OpenAIChatModel
 from picourse.tool import Object, String, Tool, ToolContext, ToolOutput, ToolRegistry
+from tests.chat_stream import chunk, sse, tool_call_stream
 
 PATH = "/v1/chat/completions"
 
@@ -29,35 +30,6 @@ def model_for(server: HTTPServer, **options: Any) -> OpenAIChatModel:
     return OpenAIChatModel(
         "test-model", base_url=server.url_for("/v1"), api_key="sk-test", **options
     )
-
-
-def chunk(delta: dict[str, Any], finish: str | None = None, usage: Any = None) -> str:
-    body: dict[str, Any] = {
-        "id": "chatcmpl-1",
-        "object": "chat.completion.chunk",
-        "created": 0,
-        "model": "test-model",
-        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-    }
-    if usage is not None:
-        body["choices"] = []
-        body["usage"] = usage
-    return f"data: {json.dumps(body)}\n\n"
-
-
-def sse(*chunks: str, done: bool = True) -> Response:
-    body = "".join(chunks) + ("data: [DONE]\n\n" if done else "")
-    return Response(body, content_type="text/event-stream")
-
-
-def tool_call_stream(call_id: str, name: str, arguments: str, pieces: int = 5) -> list[str]:
-    """One tool call whose arguments arrive in ``pieces`` cuts, some inside strings."""
-    size = max(1, len(arguments) // pieces)
-    parts = [arguments[i : i + size] for i in range(0, len(arguments), size)]
-    first = {"tool_calls": [{"index": 0, "id": call_id, "type": "function",
-                             "function": {"name": name, "arguments": ""}}]}  # fmt: skip
-    rest = [{"tool_calls": [{"index": 0, "function": {"arguments": p}}]} for p in parts]
-    return [chunk(first), *(chunk(d) for d in rest), chunk({}, "tool_calls")]
 
 
 def request_for(text: str, tools: list[dict[str, Any]] | None = None) -> ModelRequest:

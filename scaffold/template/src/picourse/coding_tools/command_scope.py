@@ -14,7 +14,10 @@ kernel allows and costs what the command started, not what runs on the host:
 - elsewhere (macOS): every process on the host is scanned for the marker.
 
 A pass kills what it finds; passes repeat until two in a row find nothing, so a process
-that forks while it is being killed is caught by the next pass.
+that forks while it is being killed is caught by the next pass. The grace after SIGTERM
+lasts until the kernel reports the shell's process group empty (``killpg(pgid, 0)``) and
+nothing marked is left. The call's orphans that die under this process are reaped here, so
+a long session collects no zombies.
 
 What still escapes (without a cgroup): an orphan that dropped its environment (``env -i``)
 and, everywhere, work handed to another service (``systemd-run``, ``at``, ``ssh`` to

@@ -10,8 +10,9 @@ can change a signature too: regenerate after one.)
 
 The measure is Jaccard similarity between the failing tests of a stage and a signature,
 |F ∩ S| / |F ∪ S|. A match needs at least ``THRESHOLD`` and, when two mistakes come equally
-close, both are named. A stage whose failures are all "not implemented yet" is unfinished,
-not mistaken, and gets no diagnosis.
+close, both are named. A stage with any failure that is still the stub's "not implemented
+yet" is unfinished, not mistaken, and gets no diagnosis: a catalogued mistake is the whole
+stage written with one thing wrong, and a stub's failures can overlap a signature by chance.
 """
 
 from __future__ import annotations
@@ -129,7 +130,7 @@ def diagnose(
     failed = {test_key(nodeid): message for nodeid, message in failures}
     if not failed or signatures is None:
         return None
-    if all(NOT_IMPLEMENTED in message for message in failed.values()):
+    if any(NOT_IMPLEMENTED in message for message in failed.values()):
         return None  # unfinished, not mistaken
     found = set(failed)
     scored = []

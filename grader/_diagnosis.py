@@ -22,11 +22,10 @@ class Diagnoser:
             return []
         found = []
         for stage in self.lab.stages:
-            failures = [
-                (test.nodeid, test.message)
-                for test in result.tests
-                if test.stage == stage.id and test.status != "passed"
-            ]
+            tests = [test for test in result.tests if test.stage == stage.id]
+            if any(test.status == "not run" for test in tests):
+                continue  # the run stopped before the stage was seen whole: no guess
+            failures = [(test.nodeid, test.message) for test in tests if test.status == "failed"]
             diagnosis = diagnose(stage, failures, self.signatures)
             if diagnosis is not None:
                 found.append(

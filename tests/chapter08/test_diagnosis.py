@@ -12,6 +12,8 @@ from coursekit import load_lab
 from coursekit.lab import Mutant, Stage
 from coursekit.mistakes import diagnose, load_signatures, signature_key
 from coursekit.runner import run_lab_tests
+from grader._diagnosis import Diagnoser
+from grader.model import SubmissionResult, TestResult
 
 from .labrun import build, render_base
 
@@ -80,10 +82,42 @@ def test_unfinished_or_unrelated_failures_get_no_diagnosis() -> None:
         (f"tests/{t}", "NotImplementedError: Lab 8.1 read is not implemented yet") for t in some
     ]
     assert diagnose(stage, stubbed, signatures) is None, "a stub is unfinished, not mistaken"
+    # One function still on its stub among real failures (the demo's attack samples matched
+    # an 8.6 mistake that way): still unfinished.
+    largest = max(signatures["8.1"].values(), key=len)
+    first, *rest = failures_of(largest)
+    mixed = [*rest, (first[0], "NotImplementedError: Lab 8.1 read is not implemented yet")]
+    assert diagnose(stage, mixed, signatures) is None, "a stub among the failures: unfinished"
     assert diagnose(stage, [], signatures) is None
     unrelated = [("tests/test_lab8_1_read.py::test_that_does_not_exist", ASSERTION)]
     assert diagnose(stage, unrelated, signatures) is None
     assert diagnose(stage, failures_of(some), None) is None, "stale signatures: no guess"
+
+
+def test_the_grader_diagnoses_only_a_stage_whose_tests_all_ran() -> None:
+    signatures = current_signatures()
+    stage: Stage = LAB.stage("8.2")
+    mutant = stage.mutants[0]
+    signature = signatures[stage.id][mutant.name]
+    stage_tests = sorted(
+        LAB.root.joinpath("tests").glob(f"test_lab{stage.id.replace('.', '_')}_*.py")
+    )
+    assert stage_tests, "the stage's test file"
+    failing = [
+        TestResult(f"tests/{name}", stage.id, False, "failed", ASSERTION, 0, 1)
+        for name in sorted(signature)
+    ]
+    passing = TestResult(f"{stage_tests[0].relative_to(LAB.root)}::other", stage.id, False,
+                         "passed", "", 1, 1)  # fmt: skip
+    diagnoser = Diagnoser(LAB, LAB.root / "tests")
+    whole = SubmissionResult("ann", "graded", "", "bwrap", tests=[*failing, passing])
+    assert [d.mistakes for d in diagnoser(whole)] == [
+        [m.name for m in diagnose(stage, failures_of(signature), signatures).mistakes]  # type: ignore[union-attr]
+    ]
+    unrun = TestResult(f"{stage_tests[0].relative_to(LAB.root)}::later", stage.id, False,
+                       "not run", "the test did not run", 0, 1)  # fmt: skip
+    stopped = SubmissionResult("ben", "timeout", "", "bwrap", tests=[*failing, unrun])
+    assert diagnoser(stopped) == [], "a stage the run never finished is not diagnosed"
 
 
 @pytest.mark.slow

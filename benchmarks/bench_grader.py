@@ -133,9 +133,9 @@ class _Timer:
             self.outside[result.student] = total - self.inside[threading.get_ident()]
             return result
 
-        def timed_record(out: Path, result: Any) -> Any:
+        def timed_record(out: Path, store: Any, result: Any) -> Any:
             started = time.perf_counter()
-            written = record(out, result)
+            written = record(out, store, result)
             self.outside[result.student] += time.perf_counter() - started
             return written
 

@@ -76,13 +76,13 @@ async def _measure(url: str) -> tuple[list[float], list[float]]:
     request = ModelRequest("You are a coding agent.", [user_message("look at app.py")], tools)
 
     async def bare() -> None:
-        stream = await client.chat.completions.create(
+        stream = await client.chat.completions.create(  # type: ignore[call-overload]
             model="m",
             messages=[
                 {"role": "system", "content": "You are a coding agent."},
                 {"role": "user", "content": "look at app.py"},
             ],
-            tools=[{"type": "function", "function": tools[0]}],  # type: ignore[list-item]
+            tools=[{"type": "function", "function": tools[0]}],
             stream=True,
             stream_options={"include_usage": True},
         )

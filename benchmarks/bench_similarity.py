@@ -12,6 +12,7 @@ from __future__ import annotations
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,7 +34,7 @@ MODULES = ["read.py", "containment.py", "write.py", "mutation_queue.py", "edit.p
 
 def main() -> int:
     original = solution_sources(*MODULES)
-    disguises = [
+    disguises: list[Callable[[str], str]] = [
         lambda s: s,
         renamed,
         reordered_and_recommented,

@@ -86,14 +86,17 @@ def write_lines(path: Path, size: int) -> int:
 
 def tool(workspace: Path, name: str, **options: Any) -> Callable[..., Any]:
     from picourse.coding_tools import create_coding_tools
-    from picourse.tool import ToolContext
+    from picourse.tool import ToolContext, ToolOutput
 
     registry = create_coding_tools(workspace, "unrestricted", **options)
     chosen = registry.get(name)
     assert chosen is not None
 
+    async def execute(arguments: dict[str, Any]) -> ToolOutput:
+        return await chosen.execute(chosen.schema.validate(arguments), ToolContext("b"))
+
     def call(**arguments: Any) -> Any:
-        output = asyncio.run(chosen.execute(chosen.schema.validate(arguments), ToolContext("b")))
+        output = asyncio.run(execute(arguments))
         assert not output.is_error, output.content
         return output
 

@@ -304,7 +304,7 @@ def metadata(work: Path) -> dict[str, int]:
     asyncio.run(call(folder, "write", {"path": "f.txt", "content": "new\n"}))
     asyncio.run(call(folder, "edit", {"path": "f.txt", "old_text": "new", "new_text": "newer"}))
     after = path.stat()
-    changed = stat.S_IMODE(after.st_mode) != 0o640
+    changed = int(stat.S_IMODE(after.st_mode) != 0o640)
     if as_root:
         changed += (after.st_uid, after.st_gid) != (before.st_uid, before.st_gid)
     if xattrs:

@@ -28,13 +28,16 @@ import tempfile
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from copydetect import CopyDetector
 from rich.console import Console
 
 from coursekit.lab import Lab, load_lab
 from coursekit.layout import SCAFFOLD
 from grader._intake import InvalidSubmission, discover, lab_modules
+
+if TYPE_CHECKING:
+    from copydetect import CopyDetector
 
 THRESHOLD = 0.5
 # Shorter k-grams find more in short modules; these fit modules of 50-400 lines.
@@ -114,6 +117,10 @@ def _compare_module(module: str, scratch: Path, out: Path, threshold: float) -> 
     given = SCAFFOLD / "template" / "src" / "picourse" / "coding_tools" / module
     if given.is_file():
         shutil.copyfile(given, boilerplate / module)
+    # Imported here: copydetect brings matplotlib, seconds that `grade` (which shares the
+    # CLI module) should not pay on every start, once per submission on Gradescope.
+    from copydetect import CopyDetector
+
     detector = CopyDetector(
         test_dirs=[str(folder)],
         boilerplate_dirs=[str(boilerplate)],

@@ -10,7 +10,9 @@ It grades one submission of every kind at -j 1 (each kind's time), then all ``co
 - Parallel efficiency = (sum over the class of its kind's -j 1 time) / (jobs x wall time at
   -j jobs). Each kind's time is the grader's own measure (``result.seconds``).
 - Grader overhead per submission = the time a submission costs outside its test process
-  (intake, scan, copying, scoring, writing its reports), averaged over the class at -j 1.
+  (intake, scan, copying, preparing the run, scoring, writing its reports, ending its uid),
+  averaged over the class at -j 1. The test process lasts from its start until it and
+  everything it started have ended (``RunOutcome.process_seconds``).
 - Overhead over running the tests directly: the full solution graded at -j 1 against plain
   ``pytest`` in a solved practice directory (the sandbox's own cost included).
 """
@@ -118,12 +120,12 @@ class _Timer:
         run_tests, grade, record = self._saved
 
         def timed_run(*args: Any, **kwargs: Any) -> Any:
-            started = time.perf_counter()
-            try:
-                return run_tests(*args, **kwargs)
-            finally:
-                key = threading.get_ident()
-                self.inside[key] = self.inside.get(key, 0) + time.perf_counter() - started
+            # Only the test process's own life counts as inside: the grader's preparation
+            # of the run (copying the judge, the plugin) is overhead.
+            outcome = run_tests(*args, **kwargs)
+            key = threading.get_ident()
+            self.inside[key] = self.inside.get(key, 0) + outcome.process_seconds
+            return outcome
 
         def timed_grade(session: Any, submission: Any) -> Any:
             self.inside[threading.get_ident()] = 0.0

@@ -196,6 +196,7 @@ class _Session:
         pristine = staging / "pristine"
         render_scaffold(lab, pristine)
         add_lab_tests(lab, pristine)
+        _sandbox.share_read_only(pristine)  # mounted read-only into every sandboxed run
         return cls(
             lab,
             options,
@@ -265,13 +266,11 @@ class _Session:
         modules = lab_modules(submission, self.lab, scratch)
         findings = _scan(modules)
         flags = list(findings.verdict)
-        workdir = scratch / "work"
-        shutil.copytree(self.pristine, workdir)
-        for module, content in modules.items():
-            (workdir / module).write_bytes(content)
         limits = self.options.limits
-        judge = _sandbox.Judge(self.pristine, student_modules(self.lab))
-        outcome = _sandbox.run_tests(workdir, scratch, limits, self.options.sandbox, user, judge)
+        judge = _sandbox.Judge(self.pristine, student_modules(self.lab), modules)
+        outcome = _sandbox.run_tests(
+            scratch / "work", scratch, limits, self.options.sandbox, user, judge
+        )
         if not outcome.records and not outcome.timed_out:
             # Not one record, not even the plugin's first: the test process never started
             # (a sandbox or system failure), so no student code ran.

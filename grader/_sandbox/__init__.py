@@ -19,6 +19,7 @@ from grader._sandbox._run import (
     SandboxMode,
     bwrap_available,
     run_tests,
+    share_read_only,
 )
 from grader._sandbox._sweep import RUN_MARKER, end_every_run
 from grader._sandbox._users import JobUser, UserPool
@@ -36,4 +37,5 @@ __all__ = [
     "end_every_run",
     "require_sandbox",
     "run_tests",
+    "share_read_only",
 ]

@@ -33,10 +33,17 @@ PRIVATE_TMP = "/tmp"
 SHM_BYTES = 64 << 20
 
 
-def bwrap_prefix(workdir: Path, plugin_dir: Path, limits: Limits) -> list[str]:
+def bwrap_prefix(
+    workdir: Path,
+    plugin_dir: Path,
+    limits: Limits,
+    mounts: list[tuple[Path, Path]] | None = None,
+) -> list[str]:
     """bwrap's arguments up to the command, which runs in the job's directory with
     ``HOME`` and ``TMPDIR`` on the private ``/tmp`` and at most ``limits.processes``
-    processes of its own (counted per user namespace, so jobs never share the count)."""
+    processes of its own (counted per user namespace, so jobs never share the count).
+    ``mounts``: (source, mount point) pairs mounted read-only in that order, the first at
+    ``workdir``; without them, the job's directory is ``workdir`` itself."""
     # A normal user's jobs count their processes apart only in user namespaces of their own
     # (said explicitly for a setuid bwrap, which would not make one by itself).
     user_namespace = ["--unshare-user"] if os.geteuid() != 0 else []
@@ -62,7 +69,9 @@ def bwrap_prefix(workdir: Path, plugin_dir: Path, limits: Limits) -> list[str]:
     for prefix in interpreter_paths():
         command += [*_traversable(prefix), "--ro-bind", str(prefix), str(prefix)]
     command += [*_traversable(plugin_dir), "--ro-bind", str(plugin_dir), str(plugin_dir)]
-    command += [*_traversable(workdir), "--ro-bind", str(workdir), str(workdir)]
+    command += _traversable(workdir)
+    for source, target in mounts or [(workdir, workdir)]:
+        command += ["--ro-bind", str(source), str(target)]
     # bwrap's own root (a tmpfs holding the mount points) and /dev are the job's to write in
     # a user namespace: read-only, so /tmp and /dev/shm (with their sizes) are all there is.
     # Device nodes still work on a read-only mount.

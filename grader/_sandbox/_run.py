@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from grader._judge import plugin as judge_plugin
-from grader._sandbox._argv import as_user, bwrap_prefix, inner_limits
+from grader._sandbox._argv import PRIVATE_TMP, as_user, bwrap_prefix, inner_limits
 from grader._sandbox._channel import keep_tail, read_lines, verify
 from grader._sandbox._limits import Limits, apply_limits
 from grader._sandbox._sweep import RUN_MARKER, kill_everything
@@ -40,6 +40,8 @@ class RunOutcome:
     timed_out: bool = False
     exit_code: int | None = None
     output_tail: str = ""
+    # From the start of the test process until it and everything it started have ended.
+    process_seconds: float = 0.0
 
     @property
     def ended(self) -> bool:
@@ -53,6 +55,8 @@ class Judge:
 
     pristine: Path
     student_modules: list[str]
+    # The student's modules by path in the practice directory (``src/picourse/...``).
+    files: dict[str, bytes] = field(default_factory=dict)
 
 
 class SandboxError(Exception):
@@ -88,16 +92,24 @@ def run_tests(
     package = Path(judge_plugin.__file__).parent
     shutil.copytree(package, plugin_dir / PACKAGE, ignore=shutil.ignore_patterns("__pycache__"))
     tests = ["tests"]
+    mounts: list[tuple[Path, Path]] = []  # (source, mount point), read-only, in bwrap
     if judge is not None:
         tree = plugin_dir / "judge"
-        shutil.copytree(judge.pristine, tree)
+        mounts = _student_tree(judge, workdir, scratch, mounted=use_bwrap)
+        if use_bwrap:
+            tree.mkdir()  # the pristine copy itself is mounted here
+            mounts.append((judge.pristine, tree))
+        else:
+            shutil.copytree(judge.pristine, tree)
         tests = ["-c", str(tree / "pyproject.toml"), "--rootdir", str(tree), str(tree / "tests")]
-    _readable(plugin_dir)
-    home = workdir / ".home"
-    home.mkdir()
+    share_read_only(plugin_dir)
+    # A sandboxed run's HOME is its private /tmp; only an unsandboxed one writes here.
+    home = workdir / ".home" if not mounts else Path(PRIVATE_TMP)
+    if not mounts:
+        home.mkdir()
     if user is not None and not use_bwrap and closed_ancestors(interpreter_paths()):
         user = None  # unsafe mode only, and recorded: the interpreter is out of its reach
-    if user is not None:
+    if user is not None and not mounts:
         give_to(workdir, user)
     read_end, write_end = os.pipe()
     key = secrets.token_bytes(32)
@@ -146,7 +158,7 @@ def run_tests(
     if use_bwrap:
         # bwrap starts as root so that it can mount what it needs; setpriv then drops to
         # the job's user just before Python starts.
-        prefix = bwrap_prefix(workdir, plugin_dir, limits)
+        prefix = bwrap_prefix(workdir, plugin_dir, limits, mounts)
         if user is not None:
             prefix += as_user(user)
             drop_in_child = None
@@ -155,6 +167,7 @@ def run_tests(
     if os.geteuid() == 0 and user is None:
         isolation += " (as root: no process-count limit)"
     outcome = RunOutcome(isolation=isolation)
+    process_started = time.perf_counter()
     try:
         process = subprocess.Popen(
             command,
@@ -182,8 +195,9 @@ def run_tests(
     except subprocess.TimeoutExpired:
         outcome.timed_out = True
     finally:
-        kill_everything(process, marker, started)
+        kill_everything(process, marker, started, user.cgroup if user is not None else None)
         outcome.exit_code = process.wait() if outcome.exit_code is None else outcome.exit_code
+        outcome.process_seconds = time.perf_counter() - process_started
         for reader in readers:
             reader.join(timeout=5)
         with contextlib.suppress(OSError):
@@ -198,7 +212,31 @@ def run_tests(
     return outcome
 
 
-def _readable(directory: Path) -> None:
+def _student_tree(
+    judge: Judge, workdir: Path, scratch: Path, mounted: bool
+) -> list[tuple[Path, Path]]:
+    """``workdir``: the pristine copy with the student's modules in place of the stubs.
+    Sandboxed, nothing is copied: the pristine copy is mounted there read-only, each module
+    on top of its stub (the mounts returned); else ``workdir`` is a copy."""
+    if not mounted:
+        shutil.copytree(judge.pristine, workdir)
+        for module, content in judge.files.items():
+            (workdir / module).write_bytes(content)
+        return []
+    workdir.mkdir()  # where bwrap starts; the job sees the mounts there
+    own = scratch / "student"
+    mounts = [(judge.pristine, workdir)]
+    for module, content in judge.files.items():
+        if not (judge.pristine / module).is_file():
+            raise ValueError(f"{module} has no stub in the pristine copy to be mounted on")
+        (own / module).parent.mkdir(parents=True, exist_ok=True)
+        (own / module).write_bytes(content)
+        mounts.append((own / module, workdir / module))
+    share_read_only(own)
+    return mounts
+
+
+def share_read_only(directory: Path) -> None:
     """The judge's files: readable by the job's user, writable only by the grader."""
     for root, dirs, files in os.walk(directory):
         for name in dirs:

@@ -16,9 +16,13 @@ RUN_MARKER = "GRADER_RUN"
 SWEEP_ROUNDS = 200  # a fork bomb under its process limit is ended in a few rounds
 
 
-def kill_everything(process: subprocess.Popen[bytes], marker: str, started: float) -> None:
-    """The group, every descendant, and any process that left the tree but still carries
-    this run's marker in its environment; idempotent."""
+def kill_everything(
+    process: subprocess.Popen[bytes], marker: str, started: float, group: Path | None = None
+) -> None:
+    """The group, every descendant, any process that left the tree but still carries this
+    run's marker in its environment, and everything in the run's pids cgroup ``group``
+    (until it is empty: a sandbox's pid namespace ends only once all of it has exited);
+    idempotent."""
     try:
         descendants = psutil.Process(process.pid).children(recursive=True)
     except psutil.Error:
@@ -30,6 +34,8 @@ def kill_everything(process: subprocess.Popen[bytes], marker: str, started: floa
         with contextlib.suppress(psutil.Error):
             child.kill()
     _wait_gone(descendants)
+    if group is not None:
+        drain_cgroup(group)
 
 
 def end_every_run() -> None:
@@ -61,6 +67,21 @@ def end_uid(uid: int) -> bool:
 def end_cgroup(group: Path) -> bool:
     """Kill every process in a pids cgroup and remove it; False if that fails."""
     for _ in range(SWEEP_ROUNDS):
+        if not drain_cgroup(group):
+            return False
+        try:
+            group.rmdir()
+        except FileNotFoundError:
+            return True
+        except OSError:
+            continue  # a process joined between the last look and the removal
+        return True
+    return False
+
+
+def drain_cgroup(group: Path) -> bool:
+    """Kill every process in a pids cgroup until it holds none (or no longer exists)."""
+    for _ in range(SWEEP_ROUNDS):
         try:
             pids = [int(p) for p in (group / "cgroup.procs").read_text().split()]
         except FileNotFoundError:
@@ -68,15 +89,11 @@ def end_cgroup(group: Path) -> bool:
         except OSError:
             return False
         if not pids:
-            try:
-                group.rmdir()
-            except OSError:
-                continue
             return True
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-        time.sleep(0.01)  # the kernel reaps them; the next round reads what is left
+        time.sleep(0.01)  # exiting takes the kernel a while; the next round reads what is left
     return False
 
 

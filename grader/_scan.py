@@ -79,12 +79,18 @@ def scan(modules: dict[str, bytes]) -> ScanReport:
         except (SyntaxError, ValueError):
             continue  # it does not import either: its tests fail on their own
         for node in ast.walk(tree):
+            if not isinstance(node, _CHECKED):
+                continue  # most nodes: none of the checks below can match them
             where = f"{name}:{getattr(node, 'lineno', '?')}"
             if found := _machinery(node):
                 report.verdict.append(f"{where}: {found}")
             elif found := _noted(node):
                 report.notes.append(f"{where}: {found}")
     return report
+
+
+# Every kind of node that _machinery or _noted looks at.
+_CHECKED = (ast.Import, ast.ImportFrom, ast.Attribute, ast.Call, ast.Constant)
 
 
 def suspicious(modules: dict[str, bytes]) -> list[str]:

@@ -124,6 +124,16 @@ class PracticeDir:
 
         return sorted((p for p in found if p.is_dir()), key=order)
 
+    def holds(self, stage: Stage, backup: Path) -> bool:
+        """Whether the stage's modules are exactly what ``backup`` keeps."""
+        for module in stage.modules:
+            saved, current = backup / module, self.root / module
+            if saved.is_file() != current.is_file():
+                return False
+            if saved.is_file() and saved.read_bytes() != current.read_bytes():
+                return False
+        return True
+
     def restore_backup(self, stage: Stage, backup: Path) -> None:
         for module in stage.modules:
             saved = backup / module

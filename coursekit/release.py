@@ -31,14 +31,14 @@ from coursekit.lab import Lab
 from coursekit.layout import COURSE_ROOT, SCAFFOLD
 
 RELEASES = COURSE_ROOT / ".practice-releases"
-# Commits are made by the kit, not by the student: a fixed identity, no signing, no hooks.
+# No signing and no hooks for the commits the kit makes.
 _GIT_CONFIG = (
-    "-c", "user.name=practice.py",
-    "-c", "user.email=practice.py@localhost",
     "-c", "commit.gpgsign=false",
     "-c", "tag.gpgsign=false",
     "-c", "core.hooksPath=/dev/null",
 )  # fmt: skip
+# The releases are committed by the kit, not by the student: a fixed identity.
+_KIT_IDENTITY = ("-c", "user.name=practice.py", "-c", "user.email=practice.py@localhost")
 
 
 class ReleaseError(Exception):
@@ -112,10 +112,12 @@ def _commit_count(repository: Path) -> int:
         return 0  # a new repository: HEAD does not exist yet
 
 
-def git(repository: Path, *arguments: str) -> str:
-    """Run git in ``repository``; its output, stripped. Raises CalledProcessError."""
+def git(repository: Path, *arguments: str, as_kit: bool = True) -> str:
+    """Run git in ``repository``; its output, stripped. Raises CalledProcessError.
+    ``as_kit=False``: with the identity git is configured with (the student's own)."""
+    identity = _KIT_IDENTITY if as_kit else ()
     result = subprocess.run(
-        ["git", *_GIT_CONFIG, *arguments],
+        ["git", *_GIT_CONFIG, *identity, *arguments],
         cwd=repository,
         capture_output=True,
         text=True,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -14,7 +15,7 @@ from coursekit.lab import Stage
 from coursekit.layout import COURSE_ROOT
 from coursekit.mistakes import diagnose, load_signatures
 from coursekit.practice_dir import PracticeDir, StageResult
-from coursekit.runner import TestOutcome
+from coursekit.runner import TestOutcome, TestRun
 
 # markup=False: hints, test names and failure messages are printed exactly as written
 # ("edits[i]" stays "edits[i]"); colour comes only from Text objects built with `styled`.
@@ -22,12 +23,34 @@ console = Console(highlight=False, soft_wrap=True, markup=False)
 FAILURE_LINES = 8
 
 
-def practice_command() -> str:
-    """The practice.py command as it works from where the student stands, ready to paste:
-    this interpreter and, outside the course root, the script's absolute path."""
-    script = COURSE_ROOT / "practice.py"
-    shown = "practice.py" if Path.cwd().resolve() == COURSE_ROOT else str(script)
-    return f"{shlex.quote(sys.executable)} {shlex.quote(shown)}"
+def command(directory: PracticeDir, *words: str) -> str:
+    """A practice.py command line that works pasted where the student stands: this
+    interpreter, the script as reached from here, and ``--dir`` when the current directory
+    is not inside the practice directory."""
+    here = Path.cwd().resolve()
+    script = "practice.py" if here == COURSE_ROOT else str(COURSE_ROOT / "practice.py")
+    root = directory.root.resolve()
+    place = [] if here.is_relative_to(root) else ["--dir", str(root)]
+    return shlex.join([sys.executable, script, *words, *place])
+
+
+def shown_path(directory: PracticeDir, relative: str) -> str:
+    """A practice directory's file as the student can open it from where they stand."""
+    here, target = Path.cwd().resolve(), directory.root.resolve() / relative
+    if here.is_relative_to(directory.root.resolve()):
+        return os.path.relpath(target, here)
+    return str(target)
+
+
+def run_stages(directory: PracticeDir, stages: list[Stage] | None = None) -> TestRun:
+    """Run the tests of ``stages`` (default: all), saying so while they run: a spinner in a
+    terminal, else one line on stderr (the results on stdout stay as they were)."""
+    what = "every stage" if stages is None else "stage " + ", ".join(s.id for s in stages)
+    if console.is_terminal:
+        with console.status(f"Running the tests of {what}..."):
+            return directory.run(stages)
+    print(f"Running the tests of {what}...", file=sys.stderr, flush=True)
+    return directory.run(stages)
 
 
 def styled(*parts: str | tuple[str, str]) -> Text:
@@ -106,7 +129,7 @@ def show_diagnosis(directory: PracticeDir, result: StageResult, prefix: str = ""
     if found is None:
         return False
     console.print(prefix + found.text)
-    console.print(f"Try: {practice_command()} hint {result.stage.id}")
+    console.print(f"Try: {command(directory, 'hint', result.stage.id)}")
     return True
 
 

@@ -10,9 +10,9 @@ from pathlib import Path
 from coursekit.assemble import assemble_practice_dir
 from coursekit.commands._common import (
     add_dir_option,
+    command,
     console,
     failure_text,
-    practice_command,
     practice_dir,
     styled,
 )
@@ -32,12 +32,12 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def run(args: argparse.Namespace) -> int:
     directory = practice_dir(args)
     stage = directory.stage(args.stage)
-    practice = practice_command()
     has_solution = solution_root(directory.lab.root.name).is_dir()
     if not args.mutant:
         if has_solution:
             console.print(
-                f"Mutants of stage {stage.id} (run one with {practice} break {stage.id} NAME):"
+                f"Mutants of stage {stage.id} (run one with "
+                f"{command(directory, 'break', stage.id, 'NAME')}):"
             )
         else:
             console.print(
@@ -45,10 +45,12 @@ def run(args: argparse.Namespace) -> int:
                 "ship the reference solution, so they cannot be run here; read them as a "
                 "list of what the tests catch, and try one in your own code:"
             )
+        width = max(len(m.name) for m in stage.mutants)
         for mutant in stage.mutants:
-            console.print(f"  {mutant.name:<28} {mutant.description}")
+            console.print(f"  {mutant.name:<{width}}  {mutant.description}")
         console.print(
-            f"To break your own code: edit it, then {practice} check {stage.id} --expect-red"
+            "To break your own code: edit it, then "
+            + command(directory, "check", stage.id, "--expect-red")
         )
         return 0
     chosen = next((m for m in stage.mutants if m.name == args.mutant), None)
@@ -59,7 +61,8 @@ def run(args: argparse.Namespace) -> int:
     if not has_solution:
         raise PracticeDirError(
             "break needs the reference solution, which this release of the kit does not ship. "
-            f"Break your own code instead and run: {practice} check {stage.id} --expect-red"
+            "Break your own code instead and run: "
+            + command(directory, "check", stage.id, "--expect-red")
         )
     console.print(f"Breaking the reference solution: {mutant.description}")
     reaping = lab_reaping(directory.lab)

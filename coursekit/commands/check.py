@@ -6,13 +6,15 @@ import argparse
 
 from coursekit.commands._common import (
     add_dir_option,
+    command,
     console,
     failure_text,
     next_stage,
-    practice_command,
     practice_dir,
+    run_stages,
     show_diagnosis,
     show_failure,
+    shown_path,
     stage_title,
     styled,
     test_counts,
@@ -37,9 +39,11 @@ def run(args: argparse.Namespace) -> int:
     if args.stage:
         stage = directory.stage(args.stage)
     else:
-        upcoming = next_stage(directory.results(directory.run()))
+        upcoming = next_stage(directory.results(run_stages(directory)))
         if upcoming is None:
-            console.print(f"Every stage is green. Try breaking one: {practice_command()} break 8.1")
+            console.print(
+                f"Every stage is green. Try breaking one: {command(directory, 'break', '8.1')}"
+            )
             return 0
         stage = upcoming.stage
     result = check_stage(directory, stage.id, verbose=args.verbose)
@@ -50,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
 
 def check_stage(directory: PracticeDir, stage_id: str, *, verbose: bool = False) -> StageResult:
     stage = directory.stage(stage_id)
-    test_run = directory.run([stage])
+    test_run = run_stages(directory, [stage])
     (result,) = directory.results(test_run, [stage])
     if verbose:
         console.print(test_run.output, markup=False)
@@ -61,11 +65,10 @@ def check_stage(directory: PracticeDir, stage_id: str, *, verbose: bool = False)
         return result
     show_failure(failure)
     show_diagnosis(directory, result)
-    console.print(f"Edit: {', '.join(stage.modules)}")
-    practice = practice_command()
+    console.print(f"Edit: {', '.join(shown_path(directory, m) for m in stage.modules)}")
     console.print(
-        f"Next: {practice} hint {stage.id}"
-        + ("" if verbose else f"   (full output: {practice} check {stage.id} -v)")
+        f"Next: {command(directory, 'hint', stage.id)}"
+        + ("" if verbose else f"   (full output: {command(directory, 'check', stage.id, '-v')})")
     )
     return result
 

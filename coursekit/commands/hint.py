@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from coursekit.commands._common import add_dir_option, console, practice_command, practice_dir
+from coursekit.commands._common import add_dir_option, command, console, practice_dir
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -26,5 +26,5 @@ def run(args: argparse.Namespace) -> int:
         console.print(f"Hint {number} of {len(hints)} for stage {stage.id}: {hints[number - 1]}")
     directory.set_hints_seen(stage, max(shown, directory.hints_seen(stage)))
     if shown < len(hints):
-        console.print(f"(Run `{practice_command()} hint {stage.id}` again for the next one.)")
+        console.print(f"(Run `{command(directory, 'hint', stage.id)}` again for the next one.)")
     return 0

@@ -7,7 +7,7 @@ import sys
 
 from rich.prompt import Confirm
 
-from coursekit.commands._common import add_dir_option, console, practice_command, practice_dir
+from coursekit.commands._common import add_dir_option, command, console, practice_dir
 from coursekit.practice_dir import PracticeDirError
 
 
@@ -34,5 +34,5 @@ def run(args: argparse.Namespace) -> int:
     backup = directory.backup(stage)
     directory.restore_stub(stage)
     console.print(f"Restored the stub of stage {stage.id}. Your version is in {backup}.")
-    console.print(f"To bring it back: {practice_command()} restore {stage.id}")
+    console.print(f"To bring it back: {command(directory, 'restore', stage.id)}")
     return 0

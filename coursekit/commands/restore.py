@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from coursekit.commands._common import add_dir_option, console, practice_command, practice_dir
+from coursekit.commands._common import add_dir_option, command, console, practice_dir
 from coursekit.practice_dir import PracticeDirError
 
 
@@ -34,16 +34,26 @@ def run(args: argparse.Namespace) -> int:
     if not backups:
         raise PracticeDirError(
             f"Stage {stage.id} has no backup to restore: backups are made by "
-            f"`{practice_command()} reset {stage.id}` and by restore itself."
+            f"`{command(directory, 'reset', stage.id)}` and by restore itself."
         )
-    chosen = backups[-1] if args.backup is None else _named(backups, args.backup, stage.id)
+    if args.backup is not None:
+        chosen = _named(backups, args.backup, stage.id)
+    else:  # the newest backup that would change something
+        changes = [b for b in backups if not directory.holds(stage, b)]
+        if not changes:
+            console.print(
+                f"Stage {stage.id} already holds what its backups keep; nothing changed. "
+                f"The stub comes back with `{command(directory, 'reset', stage.id)}`."
+            )
+            return 0
+        chosen = changes[-1]
     # Restoring is undoable too: what it replaces becomes the newest backup.
     saved = None if directory.is_pristine(stage) else directory.backup(stage)
     directory.restore_backup(stage, chosen)
     console.print(f"Restored stage {stage.id} from {chosen}.")
     if saved is not None:
         console.print(
-            f"What it replaced is in {saved} (run `{practice_command()} restore {stage.id}` "
+            f"What it replaced is in {saved} (run `{command(directory, 'restore', stage.id)}` "
             "again to switch back)."
         )
     return 0

@@ -10,10 +10,11 @@ from rich.text import Text
 
 from coursekit.commands._common import (
     add_dir_option,
+    command,
     console,
     next_stage,
-    practice_command,
     practice_dir,
+    run_stages,
     show_diagnosis,
     test_counts,
 )
@@ -28,7 +29,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def run(args: argparse.Namespace) -> int:
     directory = practice_dir(args)
-    results = directory.results(directory.run())
+    results = directory.results(run_stages(directory))
     table = Table(title=f"Chapter {directory.lab.chapter}: {directory.lab.title}")
     for column in ("stage", "title", "state", "tests"):
         table.add_column(column)
@@ -56,14 +57,13 @@ def run(args: argparse.Namespace) -> int:
         extra = sum(r.state == "passed" for r in extensions)
         console.print(f"{extra} of {len(extensions)} optional extension stages passed.")
     upcoming = next_stage(results)
-    practice = practice_command()
     if upcoming is None:
-        console.print(f"Every stage is green. Now try: {practice} break 8.1")
+        console.print(f"Every stage is green. Now try: {command(directory, 'break', '8.1')}")
     elif upcoming.stage.optional:
         console.print(
             "The core is done. The optional extensions come next (a bonus when graded): "
-            f"{practice} check {upcoming.stage.id}"
+            + command(directory, "check", upcoming.stage.id)
         )
     else:
-        console.print(f"Next: {practice} check {upcoming.stage.id}")
+        console.print(f"Next: {command(directory, 'check', upcoming.stage.id)}")
     return 0

@@ -22,7 +22,7 @@ import copier
 import yaml
 
 from coursekit.assemble import add_lab_tests
-from coursekit.commands._common import add_dir_option, console, practice_command, practice_dir
+from coursekit.commands._common import add_dir_option, command, console, practice_dir
 from coursekit.practice_dir import STATE_DIR, PracticeDir, PracticeDirError
 from coursekit.release import ReleaseError, current_release, git
 
@@ -59,18 +59,18 @@ def run(args: argparse.Namespace) -> int:
     if not made_from or not template:
         raise PracticeDirError(
             f"{root} was made without a template release, so copier cannot update it. "
-            f"Run `{practice_command()} update --tests-only` to refresh tests/."
+            f"Run `{command(directory, 'update', '--tests-only')}` to refresh tests/."
         )
     if not Path(str(template)).is_dir():
         raise PracticeDirError(
             f"The template releases this directory was made from are gone ({template}); was "
-            f"the course repository moved or cloned again? Run `{practice_command()} update "
-            "--tests-only` to refresh tests/."
+            "the course repository moved or cloned again? Run "
+            f"`{command(directory, 'update', '--tests-only')}` to refresh tests/."
         )
     if _git(root, "rev-parse", "--is-inside-work-tree") != "true":
         raise PracticeDirError(
             "copier update works on a directory under git, so that you can review and undo "
-            f"what it changes. Run once, in this directory: {practice_command()} update --init "
+            f"what it changes. Run once: {command(directory, 'update', '--init')} "
             "(or: git init && git add -A && git commit -m 'my work') — then run update again."
         )
     if _git(root, "status", "--porcelain", "--", "."):
@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
         release = current_release(directory.lab)
     except ReleaseError as error:
         raise PracticeDirError(
-            f"{error}. Run `{practice_command()} update --tests-only` to refresh tests/."
+            f"{error}. Run `{command(directory, 'update', '--tests-only')}` to refresh tests/."
         ) from None
     if release.version == str(made_from):
         console.print(f"Already at the course's current release ({release.version}).")
@@ -111,17 +111,19 @@ def _init_git(root: Path) -> int:
         return 0
     try:
         git(root, "init", "--quiet")
-        if not _git(root, "config", "user.email"):
+        # The student's own identity (the kit's is only for its releases); git refuses to
+        # commit without one, so a new account gets a local one.
+        if not _git(root, "config", "user.email", as_kit=False):
             user = getpass.getuser()
-            git(root, "config", "user.name", user)
-            git(root, "config", "user.email", f"{user}@localhost")
+            git(root, "config", "user.name", user, as_kit=False)
+            git(root, "config", "user.email", f"{user}@localhost", as_kit=False)
             console.print(
                 f"git had no identity; this directory now commits as {user} <{user}@localhost> "
                 "(change it with: git config user.name 'Your Name' && git config user.email "
                 "you@example.org)."
             )
-        git(root, "add", "-A")
-        git(root, "commit", "--quiet", "--message", "My work before the first update")
+        git(root, "add", "-A", as_kit=False)
+        git(root, "commit", "--quiet", "--message", "My work before the first update", as_kit=False)
     except (OSError, subprocess.CalledProcessError) as error:
         raise PracticeDirError(
             f"git could not make the first commit ({error}). Is git installed? Run `git init`, "
@@ -154,9 +156,9 @@ def _answers(root: Path) -> dict[str, Any]:
     return loaded if isinstance(loaded, dict) else {}
 
 
-def _git(root: Path, *arguments: str) -> str:
+def _git(root: Path, *arguments: str, as_kit: bool = True) -> str:
     """git's output, or '' when git fails or is missing (then the checks above refuse)."""
     try:
-        return git(root, *arguments)
+        return git(root, *arguments, as_kit=as_kit)
     except (OSError, subprocess.CalledProcessError):
         return ""

@@ -1,4 +1,5 @@
-"""watch: re-run the current stage whenever a file is saved, until every core stage is green."""
+"""watch: re-run the current stage whenever a file is saved, until every core stage is green
+(or, given a stage, until that stage is green)."""
 
 from __future__ import annotations
 
@@ -10,12 +11,15 @@ from watchfiles import watch as watch_changes
 
 from coursekit.commands._common import (
     add_dir_option,
+    command,
     console,
     next_stage,
     practice_dir,
+    run_stages,
     styled,
 )
 from coursekit.commands.check import check_stage
+from coursekit.practice_dir import PracticeDir, StageResult
 
 
 @dataclass
@@ -33,11 +37,15 @@ class _StageClock:
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = commands.add_parser("watch", help="re-run the current stage on every save")
+    parser.add_argument(
+        "stage", nargs="?", help="watch this stage, e.g. 8.8 (default: the core stages in turn)"
+    )
     add_dir_option(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     directory = practice_dir(args)
+    chosen = directory.stage(args.stage) if args.stage else None
     sources = directory.root / "src"
     # One watcher for the whole session, started before the first check: a save made
     # while tests run, or right after "Waiting", is never missed.
@@ -47,7 +55,12 @@ def run(args: argparse.Namespace) -> int:
     try:
         next(changes)  # the watcher is live once it has yielded (an empty set on timeout)
         while True:
-            upcoming = next_stage(directory.results(directory.run()))
+            upcoming: StageResult | None
+            if chosen is not None:
+                (watched,) = directory.results(run_stages(directory, [chosen]), [chosen])
+                upcoming = None if watched.state == "passed" else watched
+            else:
+                upcoming = next_stage(directory.results(run_stages(directory)))
             upcoming_id = None if upcoming is None else upcoming.stage.id
             if current is not None and upcoming_id != current:
                 # The stage being worked on is green now: say so before moving on.
@@ -57,10 +70,8 @@ def run(args: argparse.Namespace) -> int:
                         (f"✓ Stage {current} is green", "green"), f" ({clocks[current].summary()})."
                     )
                 )
-            if upcoming is None or upcoming.stage.optional:
-                console.print(
-                    styled(("Every core stage is green.", "green"), " Stopping the watch.")
-                )
+            if upcoming is None or (upcoming.stage.optional and not args.stage):
+                _say_done(directory, args.stage, upcoming)
                 return 0
             current = upcoming.stage.id
             clock = clocks.setdefault(current, _StageClock())
@@ -73,3 +84,15 @@ def run(args: argparse.Namespace) -> int:
         return 130
     finally:
         changes.close()
+
+
+def _say_done(directory: PracticeDir, stage_id: str | None, optional: StageResult | None) -> None:
+    if stage_id:
+        console.print(styled((f"Stage {stage_id} is green.", "green"), " Stopping the watch."))
+        return
+    console.print(styled(("Every core stage is green.", "green"), " Stopping the watch."))
+    if optional is not None:
+        console.print(
+            "The optional extensions come next (a bonus when graded): "
+            + command(directory, "watch", optional.stage.id)
+        )

@@ -269,6 +269,7 @@ def test_watch_reruns_on_save_until_every_core_stage_is_green(fresh: Path, tmp_p
         reader.join(5)
     output = "".join(seen)
     assert "Every core stage is green" in output
+    assert "watch 8.7" in output, "a green core points at watching the optional stages"
     celebrated = output.index("✓ Stage 8.6 is green")
     assert "run" in output[celebrated:] and celebrated < output.index("Every core stage"), (
         "watch must say that the stage it watched turned green before it moves on"

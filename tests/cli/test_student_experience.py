@@ -10,6 +10,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -79,6 +80,35 @@ def test_the_next_command_runs_as_printed_from_the_practice_directory(
     assert subprocess.run(shlex.split(hint), cwd=directory, capture_output=True, timeout=600)
 
 
+@pytest.mark.parametrize("where", ["course", "elsewhere"])
+def test_the_next_command_runs_as_printed_with_dir_from_outside(
+    fresh: Path, tmp_path: Path, where: str
+) -> None:
+    directory = copy_of(fresh, tmp_path)
+    outside = COURSE_ROOT if where == "course" else tmp_path / "elsewhere"
+    outside.mkdir(exist_ok=True)
+    status = practice("status", "--dir", directory, cwd=outside)
+    command = next_command(status.stdout)
+    assert f"--dir {directory.resolve()}" in command, command
+    ran = subprocess.run(
+        shlex.split(command), cwd=outside, capture_output=True, text=True, timeout=600
+    )
+    assert "Stage 8.1" in ran.stdout, f"`{command}` must work pasted in {outside}: {ran.stderr}"
+    edit = next(line for line in ran.stdout.splitlines() if line.startswith("Edit: "))
+    assert (outside / edit.removeprefix("Edit: ")).is_file(), f"{edit} opens from {outside}"
+    hint = subprocess.run(
+        shlex.split(next_command(ran.stdout)), cwd=outside, capture_output=True, text=True
+    )
+    assert hint.returncode == 0 and "Hint 1 of" in hint.stdout, hint.stderr
+    again = hint.stdout.split("(Run `")[1].split("`")[0]
+    assert (
+        "Hint 2 of"
+        in subprocess.run(shlex.split(again), cwd=outside, capture_output=True, text=True).stdout
+    )
+    in_terminal = in_a_terminal(["hint", "8.2", "--dir", str(directory)], outside)
+    assert f"--dir {directory.resolve()}" in in_terminal.replace("\r\n", " ")
+
+
 def test_hints_and_messages_are_printed_literally(fresh: Path, tmp_path: Path) -> None:
     directory = copy_of(fresh, tmp_path)
     hints = LAB.stage("8.4").hints
@@ -124,6 +154,58 @@ def test_check_shows_the_assertion_detail_and_challenge_tests_apart(
     assert "challenge" in row, "challenge tests are counted apart in status"
 
 
+def test_a_long_failure_message_shows_no_notes_meant_for_xml_readers(
+    fresh: Path, tmp_path: Path
+) -> None:
+    directory = copy_of(fresh, tmp_path)
+    solve(directory, "8.1")
+    test_file = directory / "tests" / LAB.stage("8.1").tests
+    test_file.write_text(
+        test_file.read_text() + "\n\n@pytest.mark.lab8_1\ndef test_aaa_long_message():\n"
+        '    assert False, "\\n".join(f"line {i}" for i in range(100))\n'
+    )
+    for shown in (
+        practice("check", "8.1", cwd=directory).stdout,
+        in_a_terminal(["check", "8.1"], directory),
+    ):
+        assert "line 0" in shown and "line 1" in shown, shown
+        assert "element text" not in shown, "pytest's note for XML readers is not the student's"
+
+
+def test_watch_follows_an_optional_stage_until_it_is_green(fresh: Path, tmp_path: Path) -> None:
+    directory = copy_of(fresh, tmp_path)
+    solve(directory, "8.1", "8.2", "8.3", "8.4", "8.5", "8.6")
+    process = subprocess.Popen(
+        [sys.executable, str(COURSE_ROOT / "practice.py"), "watch", "8.8"],
+        cwd=directory,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    seen: list[str] = []
+    waiting = threading.Event()
+
+    def read() -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            seen.append(line)
+            if "Waiting for changes" in line:
+                waiting.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        assert waiting.wait(240), "watch 8.8 never started waiting: " + "".join(seen)
+        assert "Stage 8.8" in "".join(seen), "watch 8.8 checks stage 8.8, not the core"
+        solve(directory, "8.8")
+        assert process.wait(timeout=240) == 0, "".join(seen)
+    finally:
+        process.kill()
+        reader.join(5)
+    output = "".join(seen)
+    assert "✓ Stage 8.8 is green" in output and "Every core stage" not in output
+
+
 def test_restore_brings_back_what_reset_replaced(fresh: Path, tmp_path: Path) -> None:
     directory = copy_of(fresh, tmp_path)
     module = directory / LAB.stage("8.2").modules[0]
@@ -134,6 +216,13 @@ def test_restore_brings_back_what_reset_replaced(fresh: Path, tmp_path: Path) ->
     restored = practice("restore", "8.2", cwd=directory)
     assert restored.returncode == 0, restored.stderr
     assert module.read_text() == "# my work, version 1\n"
+    backups = sorted((directory / ".practice" / "backups").iterdir())
+    twice = practice("restore", "8.2", cwd=directory)
+    assert twice.returncode == 0 and "nothing changed" in twice.stdout, twice.stdout
+    assert "reset 8.2" in twice.stdout, "a second restore says how the stub comes back"
+    assert sorted((directory / ".practice" / "backups").iterdir()) == backups, (
+        "a restore that changes nothing makes no backup"
+    )
     module.write_text("# version 2\n")
     practice("restore", "8.2", cwd=directory)
     assert module.read_text() == "# my work, version 1\n"
@@ -168,10 +257,22 @@ def test_update_init_commits_even_without_a_git_identity(fresh: Path, tmp_path: 
         [*command, "update", "--init"], cwd=directory, env=env, capture_output=True, text=True
     )
     assert init.returncode == 0, init.stderr
+    assert "git had no identity" in init.stdout, "say which identity the directory now uses"
     log = subprocess.run(
-        ["git", "log", "--oneline"], cwd=directory, env=env, capture_output=True, text=True
+        ["git", "log", "--format=%an <%ae>"],
+        cwd=directory,
+        env=env,
+        capture_output=True,
+        text=True,
     )
     assert log.returncode == 0 and log.stdout.strip(), "the first commit exists"
+    assert "practice.py" not in log.stdout, "the student's work is committed as the student"
+    module = directory / LAB.stage("8.1").modules[0]
+    module.write_text(module.read_text() + "# my change\n")
+    own = subprocess.run(
+        ["git", "commit", "-qam", "my change"], cwd=directory, env=env, capture_output=True
+    )
+    assert own.returncode == 0, f"the student's own next commit works: {own.stderr!r}"
     clean = subprocess.run(
         ["git", "status", "--porcelain"], cwd=directory, env=env, capture_output=True, text=True
     )

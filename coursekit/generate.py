@@ -136,6 +136,7 @@ Run these in this directory. `pytest` here is the course's interpreter:
     {python} {practice} reset 8.1         # restore a stage's stub (your version is backed up)
     {python} {practice} restore 8.1       # bring back what reset replaced
     {python} {practice} watch             # re-run the current stage on every save
+    {python} {practice} watch 8.8         # ... or one stage you choose (the optional ones)
     {python} {practice} break 8.1         # watch the tests catch a broken solution
     {python} {practice} agent --model M   # a real model drives your tools (see the handout)
 

@@ -19,10 +19,19 @@ from coursekit.commands._common import add_dir_option, practice_dir
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = commands.add_parser("agent", help="drive your own tools with a real model")
+    parser = commands.add_parser(
+        "agent",
+        help="drive your own tools with a real model",
+        epilog="The server and key come from OPENAI_BASE_URL and OPENAI_API_KEY (a local "
+        "server takes any key). Sessions are saved under .practice/sessions/.",
+    )
     parser.add_argument("--model", help="the model's name on the server (or set OPENAI_MODEL)")
-    parser.add_argument("--base-url", help="the server, e.g. http://localhost:11434/v1")
-    parser.add_argument("--workspace", type=Path, help="where the tools work")
+    parser.add_argument(
+        "--base-url", help="the server, e.g. http://localhost:11434/v1 (default: $OPENAI_BASE_URL)"
+    )
+    parser.add_argument(
+        "--workspace", type=Path, help="where the tools work (default: playground/ in here)"
+    )
     parser.add_argument("--replay", type=Path, help="rerun a saved session offline")
     parser.add_argument("--no-stream", action="store_true", help="ask for whole replies")
     add_dir_option(parser)
@@ -42,7 +51,9 @@ def run(args: argparse.Namespace) -> int:
         command.append("--no-stream")
     env = {**os.environ, "PYTHONPATH": str(directory.root / "src")}
     # Ctrl-C belongs to the session (it aborts the current turn); practice.py just waits.
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # A handler that does nothing, not SIG_IGN: an ignored SIGINT would be inherited, and
+    # the session's Python would then never see Ctrl-C at its prompt.
+    previous = signal.signal(signal.SIGINT, lambda number, frame: None)
     try:
         return subprocess.run(command, cwd=directory.root, env=env, check=False).returncode
     finally:

@@ -3,6 +3,7 @@ reference tools do the work, the session is saved and replayed offline."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -261,3 +262,105 @@ def test_without_lab_8_8_every_change_asks_a_plain_y_n(server: HTTPServer, tmp_p
     assert (workspace / "b.txt").read_text() == "allowed\n"
     second = json.loads(server.log[1][0].get_data())["messages"]
     assert "declined" in second[-1]["content"], "the model is told the user declined"
+
+
+def test_ctrl_c_at_the_first_prompt_of_practice_agent_ends_the_session(tmp_path: Path) -> None:
+    base = render_base(LAB, tmp_path / "base")
+    partial = build(LAB, base, tmp_path / "partial", ["8.1", "8.2"])
+    process = subprocess.Popen(
+        [sys.executable, "-u", str(COURSE_ROOT / "practice.py"), "agent", "--model", "m",
+         "--base-url", "http://127.0.0.1:9/v1"],
+        cwd=partial, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True, start_new_session=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )  # fmt: skip
+    seen: list[str] = []
+    prompted = threading.Event()
+
+    def read() -> None:
+        assert process.stdout is not None
+        while piece := process.stdout.read(1):
+            seen.append(piece)
+            if "".join(seen[-5:]) == "you> ":
+                prompted.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        assert prompted.wait(120), "no prompt: " + "".join(seen)
+        os.killpg(process.pid, signal.SIGINT)  # a terminal's Ctrl-C reaches the whole group
+        process.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        raise AssertionError("Ctrl-C at the prompt was ignored: " + "".join(seen)) from None
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        reader.join(5)
+    assert "Traceback" not in "".join(seen), "".join(seen)
+
+
+@pytest.mark.parametrize(
+    ("replay", "says"),
+    [
+        ("missing.jsonl", "cannot read the saved session"),
+        (".", "cannot read the saved session"),
+        ("bad.jsonl", "is not a session record"),
+    ],
+)
+def test_a_bad_replay_file_is_a_clear_error(
+    solved: Path, tmp_path: Path, replay: str, says: str
+) -> None:
+    (tmp_path / "bad.jsonl").write_text('{"type": "user"}\n')
+    result = subprocess.run(
+        [sys.executable, "-m", "picourse", "--replay", str(tmp_path / replay),
+         "--workspace", str(tmp_path / "ws")],
+        cwd=solved, env={**os.environ, "PYTHONPATH": str(solved / "src")},
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 2 and says in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_a_workspace_that_is_a_file_is_a_clear_error(solved: Path, tmp_path: Path) -> None:
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    result = subprocess.run(
+        [sys.executable, "-m", "picourse", "--model", "m", "--workspace", str(afile)],
+        cwd=solved, env={**os.environ, "PYTHONPATH": str(solved / "src")},
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 2 and "cannot use" in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("gate", ["8.8", "plain"])
+def test_ctrl_c_at_a_confirmation_ends_it_and_the_next_line_reaches_the_prompt(
+    server: HTTPServer, tmp_path: Path, gate: str
+) -> None:
+    base = render_base(LAB, tmp_path / "base")
+    stages = [s.id for s in LAB.stages if gate == "8.8" or not s.optional]
+    practice = build(LAB, base, tmp_path / "practice", stages)
+    workspace = tmp_path / "ws"
+    server.expect_ordered_request(PATH).respond_with_response(
+        tool_turn("c1", "write", {"path": "a.txt", "content": "never\n"})
+    )
+    server.expect_ordered_request(PATH).respond_with_response(text_turn("Still here."))
+    session = Session(
+        practice, "--model", "m", "--base-url", server.url_for("/v1"),
+        "--workspace", str(workspace), "--sessions", str(tmp_path / "sessions"),
+    )  # fmt: skip
+    try:
+        session.wait_for("you> ")
+        session.send("write a file")
+        session.wait_for("[y/N]")
+        session.process.send_signal(signal.SIGINT)
+        session.wait_for("[aborted]")
+        session.wait_for("you> ", timeout=60)
+        session.send("are you there?")
+        session.wait_for("Still here.", timeout=60)
+        output = session.finish()
+    finally:
+        session.kill()
+    assert not (workspace / "a.txt").exists(), "an interrupted question changes nothing"
+    assert "did not stop within" not in output, "the question ends at once, not after a grace"

@@ -245,3 +245,46 @@ def test_abort_during_streaming_cancels_the_stream(server: HTTPServer) -> None:
     finally:
         release.set()
     assert reply.stop_reason == "aborted" and reply.text == "thinking"
+
+
+def test_a_keep_alive_chunk_without_choices_is_skipped(server: HTTPServer) -> None:
+    keep_alive = "data: {}\n\n"
+    server.expect_request(PATH).respond_with_response(
+        sse(chunk({"content": "still "}), keep_alive, chunk({"content": "here"}), chunk({}, "stop"))
+    )
+    reply = asyncio.run(model_for(server).complete(request_for("x")))
+    assert reply.stop_reason == "stop" and reply.text == "still here"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        '{"id": "x", "object": "chat.completion", "choices": []}',
+        "this is not json",
+        '{"unexpected": true}',
+    ],
+)
+def test_a_reply_that_is_no_chat_completion_is_a_clear_error(server: HTTPServer, body: str) -> None:
+    server.expect_request(PATH).respond_with_data(body, content_type="application/json")
+    reply = asyncio.run(model_for(server, stream=False).complete(request_for("x")))
+    assert reply.stop_reason == "error", reply
+    assert "reply" in (reply.error_message or ""), reply.error_message
+    assert reply.tool_calls == []
+
+
+def test_the_clients_error_words_are_never_sent_back_as_the_models(server: HTTPServer) -> None:
+    server.expect_ordered_request(PATH).respond_with_response(
+        sse(chunk({"content": "par"}), done=False)  # cut: no finish reason, no [DONE]
+    )
+    server.expect_ordered_request(PATH).respond_with_response(
+        sse(chunk({"content": "ok"}), chunk({}, "stop"))
+    )
+    model = model_for(server)
+    first = asyncio.run(model.complete(request_for("x")))
+    assert first.stop_reason == "error" and first.text == "par", "only the model's words"
+    assert first.error_message and first.error_message not in first.text
+    again = ModelRequest("be brief", [user_message("x"), first, user_message("again")], [])
+    asyncio.run(model.complete(again))
+    sent = json.loads(server.log[1][0].get_data())["messages"]
+    assistant = [m for m in sent if m["role"] == "assistant"]
+    assert assistant == [{"role": "assistant", "content": "par"}], sent

@@ -116,6 +116,12 @@ class OpenAIChatModel:
             raise
         except openai.APIError as error:
             return reply.failed(_explain(error, self._client))
+        except (ValueError, TypeError, LookupError, AttributeError) as error:
+            return reply.failed(
+                f"the server's reply is not a chat completion ({type(error).__name__}: "
+                f"{error}); is {self._client.base_url} its OpenAI-compatible address "
+                "(usually ending in /v1)?"
+            )
         finally:
             remove()
 
@@ -129,6 +135,8 @@ class OpenAIChatModel:
         if not self.stream:
             completion = await self._client.chat.completions.create(**arguments)
             self._count(completion.usage)
+            if not completion.choices:
+                return reply.failed("the server's reply holds no choice; try again")
             choice = completion.choices[0]
             reply.add_text(choice.message.content or "", None)
             for index, tool_call in enumerate(choice.message.tool_calls or []):
@@ -142,9 +150,9 @@ class OpenAIChatModel:
         finish: str | None = None
         async with stream:
             async for chunk in stream:
-                if chunk.usage is not None:
+                if getattr(chunk, "usage", None) is not None:
                     self._count(chunk.usage)
-                for choice in chunk.choices:
+                for choice in getattr(chunk, "choices", None) or []:  # none: a keep-alive
                     delta = choice.delta
                     reply.add_text(delta.content or "", self.on_text)
                     for part in delta.tool_calls or []:
@@ -153,7 +161,10 @@ class OpenAIChatModel:
                         reply.add_arguments(part.index, function.arguments if function else None)
                     finish = choice.finish_reason or finish
         if finish is None:
-            return reply.failed("the server ended the stream before the reply was complete")
+            return reply.failed(
+                "the server ended the stream before the reply was complete (the connection "
+                "was cut, or the server does not speak the chat completions stream); try again"
+            )
         return reply.message(FINISH_REASONS.get(finish, "stop"))
 
     def _count(self, usage: Any) -> None:
@@ -202,8 +213,11 @@ class _Reply:
         return AssistantMessage(content, stop_reason)
 
     def failed(self, why: str) -> AssistantMessage:
-        partial = [TextContent("".join(self._text))] if self._text else []
-        return AssistantMessage([*partial, TextContent(why)], "error", error_message=why)
+        # Only what the model said is content; the client's own words are the error's.
+        partial: list[TextContent | ToolCall] = (
+            [TextContent("".join(self._text))] if self._text else []
+        )
+        return AssistantMessage(partial, "error", error_message=why)
 
 
 def to_openai_messages(request: ModelRequest) -> list[dict[str, Any]]:
@@ -212,6 +226,8 @@ def to_openai_messages(request: ModelRequest) -> list[dict[str, Any]]:
     if request.system_prompt:
         messages.append({"role": "system", "content": request.system_prompt})
     for message in request.messages:
+        if isinstance(message, AssistantMessage) and not (_said(message) or message.tool_calls):
+            continue  # a failed or aborted reply with nothing said: no message to send
         messages.append(_to_openai(message))
     return messages
 
@@ -221,7 +237,7 @@ def _to_openai(message: Message) -> dict[str, Any]:
         return {"role": "user", "content": "".join(part.text for part in message.content)}
     if isinstance(message, ToolResultMessage):
         return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.text}
-    out: dict[str, Any] = {"role": "assistant", "content": message.text or None}
+    out: dict[str, Any] = {"role": "assistant", "content": _said(message) or None}
     if message.tool_calls:
         out["tool_calls"] = [
             {
@@ -237,6 +253,16 @@ def _to_openai(message: Message) -> dict[str, Any]:
             for call in message.tool_calls
         ]
     return out
+
+
+def _said(message: AssistantMessage) -> str:
+    """The model's own text: an error reply's message is the client's, never resent."""
+    return "".join(
+        part.text
+        for part in message.content
+        if isinstance(part, TextContent)
+        and not (message.stop_reason == "error" and part.text == message.error_message)
+    )
 
 
 def to_openai_tools(definitions: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -19,16 +19,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import concurrent.futures
 import dataclasses
 import json
 import os
 import signal
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
 from picourse.abort import AbortController
 from picourse.agent_loop import AgentContext, AgentEvent, run_agent_loop
@@ -120,28 +122,40 @@ def load_replay(path: Path) -> tuple[list[str], list[AssistantMessage]]:
     """The user messages and the assistant turns of a saved session, in order."""
     users: list[str] = []
     turns: list[AssistantMessage] = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise SessionError(
+            f"cannot read the saved session {path} ({error}); name a .jsonl "
+            "file from .practice/sessions"
+        ) from None
+    for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:
             record = json.loads(line)
-        except ValueError as error:
-            raise SessionError(f"{path}:{number} is not a session record ({error})") from None
-        if record.get("type") == "user":
-            users.append(record["text"])
-        elif record.get("type") == "assistant":
-            content: list[TextContent | ToolCall] = [
-                TextContent(part["text"])
-                if part["type"] == "text"
-                else ToolCall(part["id"], part["name"], part["arguments"])
-                for part in record["content"]
-            ]
-            turns.append(
-                AssistantMessage(content, record["stop_reason"], record.get("error_message"))
-            )
+            if record.get("type") == "user":
+                users.append(str(record["text"]))
+            elif record.get("type") == "assistant":
+                turns.append(_assistant_turn(record))
+        except (ValueError, KeyError, TypeError, AttributeError) as error:
+            raise SessionError(
+                f"{path}:{number} is not a session record ({type(error).__name__}: {error}); "
+                "replay a file that python -m picourse saved"
+            ) from None
     if not users:
         raise SessionError(f"{path} holds no user message to replay")
     return users, turns
+
+
+def _assistant_turn(record: dict[str, Any]) -> AssistantMessage:
+    content: list[TextContent | ToolCall] = [
+        TextContent(part["text"])
+        if part["type"] == "text"
+        else ToolCall(part["id"], part["name"], part["arguments"])
+        for part in record["content"]
+    ]
+    return AssistantMessage(content, record["stop_reason"], record.get("error_message"))
 
 
 class SessionError(Exception):
@@ -152,13 +166,14 @@ class SessionError(Exception):
 
 
 def students_tools(
-    workspace: Path, ask: Ask, loop: asyncio.AbstractEventLoop
+    workspace: Path, reader: _LineReader, loop: asyncio.AbstractEventLoop
 ) -> tuple[ToolRegistry, list[str]]:
     """The registry of the student's own tools, the stubs left out, and why each was."""
     from picourse.coding_tools import create_coding_tools  # the lab: may be half done
 
     notes: list[str] = []
-    gate = _solved_gate()
+    ask = reader.ask
+    gate = _solved_gate(cast(TextIO, reader))  # it only calls readline()
     registry = create_coding_tools(workspace, "workspace", confirm=gate)
     with tempfile.TemporaryDirectory(prefix="picourse-probe-") as scratch:
         Path(scratch, "probe.txt").write_text("probe\n", encoding="utf-8")
@@ -176,13 +191,13 @@ def students_tools(
     return ToolRegistry(kept), notes
 
 
-def _solved_gate() -> Confirm | None:
+def _solved_gate(answers: TextIO) -> Confirm | None:
     """The Lab 8.8 terminal confirmer when that stage is solved, else None."""
     try:
         from picourse.coding_tools.confirm import diff_preview, terminal_confirmer
 
         diff_preview("probe.txt", "a\n", "b\n")
-        return terminal_confirmer()
+        return terminal_confirmer(answers=answers)
     except NotImplementedError:
         return None
 
@@ -208,7 +223,18 @@ def _asking(tool: Tool, ask: Ask) -> Tool:
 
     async def execute(params: Any, ctx: ToolContext) -> ToolOutput:
         shown = params.get("command") or params.get("path") or ""
-        answer = await ask(f"{tool.name} {shown!s:.200} — allow? [y/N] ")
+        question = asyncio.ensure_future(ask(f"{tool.name} {shown!s:.200} — allow? [y/N] "))
+        # Ctrl-C ends the question at once (the turn's abort), not after the tools' grace.
+        remove = ctx.signal.add_listener(question.cancel) if ctx.signal is not None else None
+        try:
+            answer = await question
+        except asyncio.CancelledError:
+            if ctx.signal is None or not ctx.signal.aborted:
+                raise
+            return ToolOutput([TextContent("Interrupted before the user answered.")], is_error=True)
+        finally:
+            if remove is not None:
+                remove()
         if str(answer).strip().lower() not in {"y", "yes"}:
             return ToolOutput([TextContent("The user declined this change.")], is_error=True)
         return await tool.execute(params, ctx)
@@ -326,12 +352,18 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(args: argparse.Namespace, out: TextIO) -> int:
     workspace = args.workspace.expanduser().resolve()
-    workspace.mkdir(parents=True, exist_ok=True)
+    try:
+        workspace.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise SessionError(
+            f"cannot use {workspace} as the workspace ({error.strerror or error}); "
+            "name a folder with --workspace"
+        ) from None
     # One event loop for the whole session: the HTTP client lives across turns.
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     reader = _LineReader(loop, out)
-    tools, notes = students_tools(workspace, reader.ask, loop)
+    tools, notes = students_tools(workspace, reader, loop)
     if not tools.list():
         raise SessionError("none of your tools is implemented yet: solve Lab 8.1 first")
     replay: list[str] | None = None
@@ -364,6 +396,8 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
             if replay is not None:
                 out.write(f"you> {text}\n")
             controller = AbortController()
+            reader.new_turn()
+            controller.signal.add_listener(reader.interrupt)
             loop.add_signal_handler(signal.SIGINT, controller.abort, "interrupted")
             try:
                 loop.run_until_complete(session.turn(text, controller))
@@ -403,6 +437,38 @@ class _LineReader:
     def __init__(self, loop: asyncio.AbstractEventLoop, out: TextIO) -> None:
         self.loop = loop
         self.out = out
+        self._lock = threading.Lock()
+        self._waiting: set[concurrent.futures.Future[str]] = set()
+        self._interrupted = False
+
+    def readline(self) -> str:
+        """A line for the Lab 8.8 confirmer, which reads its answer in a worker thread: it
+        is read on the loop, so that an abort ends the wait at once (and the line typed
+        next goes to the prompt, not to a forgotten question). '' when aborted: declined."""
+        future = asyncio.run_coroutine_threadsafe(self.ask(""), self.loop)
+        with self._lock:
+            self._waiting.add(future)
+            if self._interrupted:
+                future.cancel()
+        try:
+            return future.result()
+        except concurrent.futures.CancelledError:
+            return ""
+        finally:
+            with self._lock:
+                self._waiting.discard(future)
+
+    def new_turn(self) -> None:
+        with self._lock:
+            self._interrupted = False
+
+    def interrupt(self) -> None:
+        """The turn was aborted: every question still waiting is answered ''."""
+        with self._lock:
+            self._interrupted = True
+            waiting = list(self._waiting)
+        for future in waiting:
+            future.cancel()
 
     def read_blocking(self, prompt: str) -> str:
         self.out.write(prompt)

@@ -221,7 +221,7 @@ def test_practice_agent_leaves_out_the_stages_still_on_their_stub(tmp_path: Path
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert "Tools: read\n" in result.stdout
-    for name in ("write", "edit", "bash"):
+    for name in ("write", "edit", "bash", "ls", "glob"):
         assert f"left out: {name} (" in result.stdout and "not implemented yet" in result.stdout
     assert "plain y/N" in result.stdout, "without Lab 8.8, changes ask a plain y/N"
     assert (partial / "playground").is_dir(), "the default workspace is playground/"
@@ -364,3 +364,16 @@ def test_ctrl_c_at_a_confirmation_ends_it_and_the_next_line_reaches_the_prompt(
         session.kill()
     assert not (workspace / "a.txt").exists(), "an interrupted question changes nothing"
     assert "did not stop within" not in output, "the question ends at once, not after a grace"
+
+
+def test_practice_agent_offers_the_solved_extensions(tmp_path: Path) -> None:
+    base = render_base(LAB, tmp_path / "base")
+    everything = build(LAB, base, tmp_path / "all", [s.id for s in LAB.stages])
+    result = subprocess.run(
+        [sys.executable, str(COURSE_ROOT / "practice.py"), "agent", "--model", "m",
+         "--base-url", "http://127.0.0.1:9/v1"],
+        cwd=everything, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "Tools: read, write, edit, bash, ls, glob\n" in result.stdout, result.stdout
+    assert "careful edits are on" in result.stdout and "left out" not in result.stdout

@@ -58,6 +58,8 @@ PROBES: dict[str, dict[str, str]] = {
     "write": {"path": "written.txt", "content": "x\n"},
     "edit": {"path": "probe.txt", "old_text": "probe", "new_text": "edited"},
     "bash": {"command": "true"},
+    "ls": {"path": "."},
+    "glob": {"pattern": "*.txt"},
 }
 Ask = Callable[[str], Awaitable[str]]
 
@@ -174,7 +176,11 @@ def students_tools(
     notes: list[str] = []
     ask = reader.ask
     gate = _solved_gate(cast(TextIO, reader))  # it only calls readline()
-    registry = create_coding_tools(workspace, "workspace", confirm=gate)
+    careful = _careful_edits_solved()
+    # ls and glob (Lab 8.7) are offered like the others: left out below while on their stub.
+    registry = create_coding_tools(
+        workspace, "workspace", navigation=True, confirm=gate, careful_edits=careful
+    )
     with tempfile.TemporaryDirectory(prefix="picourse-probe-") as scratch:
         Path(scratch, "probe.txt").write_text("probe\n", encoding="utf-8")
         missing = loop.run_until_complete(_stubbed_tools(registry, scratch))
@@ -188,7 +194,22 @@ def students_tools(
             kept.append(tool)
     if gate is None:
         notes.append("changes ask a plain y/N (solve Lab 8.8 to see diffs before they happen)")
+    if careful:
+        notes.append("careful edits are on (Lab 8.9): a file is read before it is edited")
     return ToolRegistry(kept), notes
+
+
+def _careful_edits_solved() -> bool:
+    """Whether Lab 8.9 is solved: its ledger and its edit work on a tiny case."""
+    try:
+        from picourse.coding_tools.careful_edit import ReadLedger, apply_careful_edits
+        from picourse.coding_tools.details import Edit
+
+        ReadLedger()
+        apply_careful_edits(b"a\n", [Edit("a", "b")], "probe.txt")
+    except NotImplementedError:
+        return False
+    return True
 
 
 def _solved_gate(answers: TextIO) -> Confirm | None:
@@ -207,7 +228,7 @@ async def _stubbed_tools(registry: ToolRegistry, scratch: str) -> dict[str, str]
     from picourse.coding_tools import create_coding_tools
 
     found: dict[str, str] = {}
-    probe_tools = create_coding_tools(scratch, "workspace")
+    probe_tools = create_coding_tools(scratch, "workspace", navigation=True)
     for tool in registry.list():
         if tool.name not in PROBES:
             continue

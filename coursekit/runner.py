@@ -27,6 +27,11 @@ class TestOutcome:
         return "challenge" in self.markers
 
     @property
+    def not_implemented(self) -> bool:
+        """Failed on a stub: the code it tests is not written yet."""
+        return not self.passed and "NotImplementedError" in self.message + self.details
+
+    @property
     def test_file(self) -> str:
         return self.nodeid.split("::")[0]
 

@@ -75,6 +75,12 @@ def check_stage(directory: PracticeDir, stage_id: str, *, verbose: bool = False)
 
 def _expect_red(result: StageResult) -> int:
     failures = [o for o in result.required if not o.passed]
+    if failures and all(o.not_implemented for o in failures):
+        console.print(
+            f"Stage {result.stage.id} is still on its stub: its tests fail because nothing is "
+            "implemented yet, not because of a change. Make the stage green first, then break it."
+        )
+        return 1
     if failures:
         console.print(
             styled(

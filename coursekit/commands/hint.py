@@ -27,4 +27,9 @@ def run(args: argparse.Namespace) -> int:
     directory.set_hints_seen(stage, max(shown, directory.hints_seen(stage)))
     if shown < len(hints):
         console.print(f"(Run `{command(directory, 'hint', stage.id)}` again for the next one.)")
+    elif not args.all:
+        console.print(
+            f"(That is the last hint for stage {stage.id}; "
+            f"`{command(directory, 'hint', stage.id, '--all')}` shows them all again.)"
+        )
     return 0

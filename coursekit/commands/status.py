@@ -51,7 +51,12 @@ def run(args: argparse.Namespace) -> int:
     done = sum(r.state == "passed" for r in core)
     if console.is_terminal:  # piped or redirected, a bar is only noise in the text
         console.print(ProgressBar(total=len(core), completed=done, width=40))
-    console.print(f"{done} of {len(core)} core stages passed.")
+    # A leading space: in a terminal the bar ends without a line break.
+    console.print(
+        f" {done} of {len(core)} core stages passed."
+        if console.is_terminal
+        else f"{done} of {len(core)} core stages passed."
+    )
     extensions = [r for r in results if r.stage.optional]
     if extensions:
         extra = sum(r.state == "passed" for r in extensions)

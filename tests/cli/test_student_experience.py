@@ -131,7 +131,7 @@ def test_piped_status_is_plain_and_a_terminal_gets_the_bar(fresh: Path, tmp_path
         "a stage nobody touched shows no test counts"
     )
     terminal = in_a_terminal(["status"], directory)
-    assert "0 of 6 core stages passed" in terminal
+    assert " 0 of 6 core stages passed" in terminal, "the bar and the count stay apart"
     assert "━" in terminal.split("└")[-1], "a terminal shows the progress bar"
 
 

@@ -130,7 +130,10 @@ def test_piped_status_is_plain_and_a_terminal_gets_the_bar(fresh: Path, tmp_path
     assert rows and all("/" not in line.split("not started")[1] for line in rows), (
         "a stage nobody touched shows no test counts"
     )
+    assert "Running the tests of every stage" in piped.stderr, "piped: one line while it runs"
+    assert "Running the tests" not in piped.stdout, "the results on stdout stay as they were"
     terminal = in_a_terminal(["status"], directory)
+    assert "Running the tests of every stage" in terminal, "a terminal: a spinner while it runs"
     assert " 0 of 6 core stages passed" in terminal, "the bar and the count stay apart"
     assert "━" in terminal.split("└")[-1], "a terminal shows the progress bar"
 
@@ -219,6 +222,7 @@ def test_restore_brings_back_what_reset_replaced(fresh: Path, tmp_path: Path) ->
     backups = sorted((directory / ".practice" / "backups").iterdir())
     twice = practice("restore", "8.2", cwd=directory)
     assert twice.returncode == 0 and "nothing changed" in twice.stdout, twice.stdout
+    assert "nothing changed" in in_a_terminal(["restore", "8.2"], directory)
     assert "reset 8.2" in twice.stdout, "a second restore says how the stub comes back"
     assert sorted((directory / ".practice" / "backups").iterdir()) == backups, (
         "a restore that changes nothing makes no backup"

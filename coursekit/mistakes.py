@@ -27,11 +27,10 @@ from pathlib import Path
 
 from coursekit.assemble import assemble_practice_dir
 from coursekit.lab import Lab, Mutant, Stage
-from coursekit.runner import run_lab_tests
+from coursekit.runner import NOT_IMPLEMENTED, run_lab_tests
 
 THRESHOLD = 0.6
 SIGNATURES_FILE = "mistakes.json"
-NOT_IMPLEMENTED = "NotImplementedError"
 
 
 @dataclass(frozen=True)

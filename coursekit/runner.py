@@ -11,6 +11,8 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
+NOT_IMPLEMENTED = "NotImplementedError"  # what every stub raises
+
 
 @dataclass(frozen=True)
 class TestOutcome:
@@ -29,7 +31,7 @@ class TestOutcome:
     @property
     def not_implemented(self) -> bool:
         """Failed on a stub: the code it tests is not written yet."""
-        return not self.passed and "NotImplementedError" in self.message + self.details
+        return not self.passed and NOT_IMPLEMENTED in self.message + self.details
 
     @property
     def test_file(self) -> str:

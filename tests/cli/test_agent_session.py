@@ -26,6 +26,11 @@ from tests.chat_stream import chunk, sse, tool_call_stream
 
 LAB = load_lab("08")
 PATH = "/v1/chat/completions"
+# practice.py agent with a server nobody listens on: for what the session says before a turn.
+PRACTICE_AGENT = [
+    str(COURSE_ROOT / "practice.py"), "agent", "--model", "m",
+    "--base-url", "http://127.0.0.1:9/v1",
+]  # fmt: skip
 pytestmark = pytest.mark.slow
 
 
@@ -68,6 +73,14 @@ class Session:
         while chunk := self.process.stdout.read(1):
             self.lines.put(chunk)
         self.lines.put("")
+
+    @classmethod
+    def against(cls, server: HTTPServer, directory: Path, workspace: Path, saved: Path) -> Session:
+        """A session whose model is the test server, saving its log under ``saved``."""
+        return cls(
+            directory, "--model", "m", "--base-url", server.url_for("/v1"),
+            "--workspace", str(workspace), "--sessions", str(saved),
+        )  # fmt: skip
 
     def wait_for(self, text: str, timeout: float = 120) -> str:
         """Everything printed until the next ``text`` appears (after the last one found)."""
@@ -113,10 +126,7 @@ def test_a_real_session_reads_edits_runs_bash_and_replays_offline(
     ):
         server.expect_ordered_request(PATH).respond_with_response(response)
     sessions = tmp_path / "sessions"
-    session = Session(
-        solved, "--model", "m", "--base-url", server.url_for("/v1"),
-        "--workspace", str(workspace), "--sessions", str(sessions),
-    )  # fmt: skip
+    session = Session.against(server, solved, workspace, sessions)
     try:
         session.wait_for("you> ")
         session.send("fix the typo in greeting.txt")
@@ -172,10 +182,7 @@ def test_ctrl_c_aborts_the_turn_and_its_bash_call_but_not_the_session(
         tool_turn("c1", "bash", {"command": command})
     )
     server.expect_ordered_request(PATH).respond_with_response(text_turn("Still here."))
-    session = Session(
-        solved, "--model", "m", "--base-url", server.url_for("/v1"),
-        "--workspace", str(workspace), "--sessions", str(tmp_path / "sessions"),
-    )  # fmt: skip
+    session = Session.against(server, solved, workspace, tmp_path / "sessions")
     sleeper: psutil.Process | None = None
     try:
         session.wait_for("you> ")
@@ -215,8 +222,7 @@ def test_practice_agent_leaves_out_the_stages_still_on_their_stub(tmp_path: Path
     base = render_base(LAB, tmp_path / "base")
     partial = build(LAB, base, tmp_path / "partial", ["8.1", "8.2"])
     result = subprocess.run(
-        [sys.executable, str(COURSE_ROOT / "practice.py"), "agent", "--model", "m",
-         "--base-url", "http://127.0.0.1:9/v1"],
+        [sys.executable, *PRACTICE_AGENT],
         cwd=partial, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
@@ -243,10 +249,7 @@ def test_without_lab_8_8_every_change_asks_a_plain_y_n(server: HTTPServer, tmp_p
         tool_turn("c2", "write", {"path": "b.txt", "content": "allowed\n"})
     )
     server.expect_ordered_request(PATH).respond_with_response(text_turn("Done."))
-    session = Session(
-        core, "--model", "m", "--base-url", server.url_for("/v1"),
-        "--workspace", str(workspace), "--sessions", str(tmp_path / "sessions"),
-    )  # fmt: skip
+    session = Session.against(server, core, workspace, tmp_path / "sessions")
     try:
         session.wait_for("you> ")
         session.send("write two files")
@@ -268,8 +271,7 @@ def test_ctrl_c_at_the_first_prompt_of_practice_agent_ends_the_session(tmp_path:
     base = render_base(LAB, tmp_path / "base")
     partial = build(LAB, base, tmp_path / "partial", ["8.1", "8.2"])
     process = subprocess.Popen(
-        [sys.executable, "-u", str(COURSE_ROOT / "practice.py"), "agent", "--model", "m",
-         "--base-url", "http://127.0.0.1:9/v1"],
+        [sys.executable, "-u", *PRACTICE_AGENT],
         cwd=partial, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         text=True, start_new_session=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
@@ -346,10 +348,7 @@ def test_ctrl_c_at_a_confirmation_ends_it_and_the_next_line_reaches_the_prompt(
         tool_turn("c1", "write", {"path": "a.txt", "content": "never\n"})
     )
     server.expect_ordered_request(PATH).respond_with_response(text_turn("Still here."))
-    session = Session(
-        practice, "--model", "m", "--base-url", server.url_for("/v1"),
-        "--workspace", str(workspace), "--sessions", str(tmp_path / "sessions"),
-    )  # fmt: skip
+    session = Session.against(server, practice, workspace, tmp_path / "sessions")
     try:
         session.wait_for("you> ")
         session.send("write a file")
@@ -370,8 +369,7 @@ def test_practice_agent_offers_the_solved_extensions(tmp_path: Path) -> None:
     base = render_base(LAB, tmp_path / "base")
     everything = build(LAB, base, tmp_path / "all", [s.id for s in LAB.stages])
     result = subprocess.run(
-        [sys.executable, str(COURSE_ROOT / "practice.py"), "agent", "--model", "m",
-         "--base-url", "http://127.0.0.1:9/v1"],
+        [sys.executable, *PRACTICE_AGENT],
         cwd=everything, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr

@@ -51,6 +51,50 @@ def next_command(stdout: str) -> str:
     return line.removeprefix("Next: ").split("   (")[0]
 
 
+class Watch:
+    """`practice.py watch ARGS` running in ``directory``, its output read line by line;
+    ``waiting`` is set once it waits for a save. Leaving the block ends and reaps it."""
+
+    def __init__(self, directory: Path, *args: str) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, str(PRACTICE), "watch", *args],
+            cwd=directory,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        self.seen: list[str] = []
+        self.waiting = threading.Event()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.seen.append(line)
+            if "Waiting for changes" in line:
+                self.waiting.set()
+
+    @property
+    def output(self) -> str:
+        return "".join(self.seen)
+
+    def __enter__(self) -> Watch:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.process.kill()
+        self.process.wait()
+        self._reader.join(5)
+
+
+def add_lab_test(directory: Path, stage_id: str, source: str) -> None:
+    """Append a test marked for ``stage_id`` to that stage's test file in ``directory``."""
+    test_file = directory / "tests" / LAB.stage(stage_id).tests
+    marker = LAB.stage(stage_id).marker
+    test_file.write_text(f"{test_file.read_text()}\n\n@pytest.mark.{marker}\n{source}")
+
+
 def copy_of(directory: Path, tmp_path: Path) -> Path:
     return Path(shutil.copytree(directory, tmp_path / "copy", symlinks=True))
 
@@ -240,34 +284,12 @@ def test_reset_backs_up_and_restores_the_stub_only_when_confirmed(
 def test_watch_reruns_on_save_until_every_core_stage_is_green(fresh: Path, tmp_path: Path) -> None:
     directory = copy_of(fresh, tmp_path)
     solve(directory, "8.1", "8.2", "8.3", "8.4", "8.5")
-    process = subprocess.Popen(
-        [sys.executable, str(PRACTICE), "watch"],
-        cwd=directory,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    seen: list[str] = []
-    waiting = threading.Event()
-
-    def read() -> None:
-        assert process.stdout is not None
-        for line in process.stdout:
-            seen.append(line)
-            if "Waiting for changes" in line:
-                waiting.set()
-
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
-    try:
-        assert waiting.wait(240), "watch never started waiting: " + "".join(seen)
-        assert any("Stage 8.6" in line for line in seen)
+    with Watch(directory) as watch:
+        assert watch.waiting.wait(240), "watch never started waiting: " + watch.output
+        assert any("Stage 8.6" in line for line in watch.seen)
         solve(directory, "8.6")
-        assert process.wait(timeout=240) == 0
-    finally:
-        process.kill()
-        reader.join(5)
-    output = "".join(seen)
+        assert watch.process.wait(timeout=240) == 0
+    output = watch.output
     assert "Every core stage is green" in output
     assert "watch 8.7" in output, "a green core points at watching the optional stages"
     celebrated = output.index("✓ Stage 8.6 is green")

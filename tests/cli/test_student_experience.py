@@ -10,7 +10,6 @@ import shlex
 import shutil
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
@@ -19,7 +18,7 @@ from coursekit import load_lab
 from coursekit.assemble import apply_mutant
 from coursekit.layout import COURSE_ROOT, solution_root
 
-from .test_practice_cli import copy_of, next_command, practice, solve
+from .test_practice_cli import Watch, add_lab_test, copy_of, next_command, practice, solve
 
 LAB = load_lab("08")
 pytestmark = pytest.mark.slow
@@ -143,10 +142,11 @@ def test_check_shows_the_assertion_detail_and_challenge_tests_apart(
 ) -> None:
     directory = copy_of(fresh, tmp_path)
     solve(directory, "8.1")
-    test_file = directory / "tests" / LAB.stage("8.1").tests
-    test_file.write_text(
-        test_file.read_text() + "\n\ndef _twice(x):\n    return 2 * x\n\n\n"
-        "@pytest.mark.lab8_1\ndef test_aaa_bare_assert():\n    assert _twice(2) == 5\n"
+    add_lab_test(
+        directory,
+        "8.1",
+        "def test_aaa_bare_assert():\n    assert _twice(2) == 5\n\n\n"
+        "def _twice(x):\n    return 2 * x\n",
     )
     checked = practice("check", "8.1", cwd=directory)
     assert "assert _twice(2) == 5" in checked.stdout
@@ -162,10 +162,11 @@ def test_a_long_failure_message_shows_no_notes_meant_for_xml_readers(
 ) -> None:
     directory = copy_of(fresh, tmp_path)
     solve(directory, "8.1")
-    test_file = directory / "tests" / LAB.stage("8.1").tests
-    test_file.write_text(
-        test_file.read_text() + "\n\n@pytest.mark.lab8_1\ndef test_aaa_long_message():\n"
-        '    assert False, "\\n".join(f"line {i}" for i in range(100))\n'
+    add_lab_test(
+        directory,
+        "8.1",
+        "def test_aaa_long_message():\n"
+        '    assert False, "\\n".join(f"line {i}" for i in range(100))\n',
     )
     for shown in (
         practice("check", "8.1", cwd=directory).stdout,
@@ -178,34 +179,12 @@ def test_a_long_failure_message_shows_no_notes_meant_for_xml_readers(
 def test_watch_follows_an_optional_stage_until_it_is_green(fresh: Path, tmp_path: Path) -> None:
     directory = copy_of(fresh, tmp_path)
     solve(directory, "8.1", "8.2", "8.3", "8.4", "8.5", "8.6")
-    process = subprocess.Popen(
-        [sys.executable, str(COURSE_ROOT / "practice.py"), "watch", "8.8"],
-        cwd=directory,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    seen: list[str] = []
-    waiting = threading.Event()
-
-    def read() -> None:
-        assert process.stdout is not None
-        for line in process.stdout:
-            seen.append(line)
-            if "Waiting for changes" in line:
-                waiting.set()
-
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
-    try:
-        assert waiting.wait(240), "watch 8.8 never started waiting: " + "".join(seen)
-        assert "Stage 8.8" in "".join(seen), "watch 8.8 checks stage 8.8, not the core"
+    with Watch(directory, "8.8") as watch:
+        assert watch.waiting.wait(240), "watch 8.8 never started waiting: " + watch.output
+        assert "Stage 8.8" in watch.output, "watch 8.8 checks stage 8.8, not the core"
         solve(directory, "8.8")
-        assert process.wait(timeout=240) == 0, "".join(seen)
-    finally:
-        process.kill()
-        reader.join(5)
-    output = "".join(seen)
+        assert watch.process.wait(timeout=240) == 0, watch.output
+    output = watch.output
     assert "✓ Stage 8.8 is green" in output and "Every core stage" not in output
 
 

@@ -20,6 +20,7 @@ from coursekit.commands._common import (
     test_counts,
 )
 from coursekit.practice_dir import PracticeDir, StageResult
+from coursekit.runner import TestRun
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -37,24 +38,28 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def run(args: argparse.Namespace) -> int:
     directory = practice_dir(args)
     if args.stage:
-        stage = directory.stage(args.stage)
+        result = check_stage(directory, args.stage, verbose=args.verbose)
     else:
-        upcoming = next_stage(directory.results(run_stages(directory)))
+        # One run of every stage finds the first one not green and already holds its results.
+        every_stage = run_stages(directory)
+        upcoming = next_stage(directory.results(every_stage))
         if upcoming is None:
             console.print(
                 f"Every stage is green. Try breaking one: {command(directory, 'break', '8.1')}"
             )
             return 0
-        stage = upcoming.stage
-    result = check_stage(directory, stage.id, verbose=args.verbose)
+        result = check_stage(directory, upcoming.stage.id, verbose=args.verbose, ran=every_stage)
     if args.expect_red:
         return _expect_red(result)
     return 0 if result.state == "passed" else 1
 
 
-def check_stage(directory: PracticeDir, stage_id: str, *, verbose: bool = False) -> StageResult:
+def check_stage(
+    directory: PracticeDir, stage_id: str, *, verbose: bool = False, ran: TestRun | None = None
+) -> StageResult:
+    """Show the stage's result: from ``ran`` when it holds the stage's tests, else a new run."""
     stage = directory.stage(stage_id)
-    test_run = run_stages(directory, [stage])
+    test_run = ran if ran is not None else run_stages(directory, [stage])
     (result,) = directory.results(test_run, [stage])
     if verbose:
         console.print(test_run.output, markup=False)

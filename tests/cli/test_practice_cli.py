@@ -228,6 +228,9 @@ def test_check_shows_the_first_failure_the_file_and_the_hint(fresh: Path) -> Non
     assert "Edit: src/picourse/coding_tools/read.py" in result.stdout
     assert "hint 8.1" in result.stdout
     assert "Traceback" not in result.stdout, "no wall of tracebacks without -v"
+    assert result.stderr.count("Running the tests") == 1, (
+        f"one run finds the stage and shows its failure, not two: {result.stderr}"
+    )
     verbose = practice("check", "8.1", "-v", cwd=fresh)
     assert "Traceback" in verbose.stdout
 

@@ -174,6 +174,34 @@ def test_a_bad_key_or_an_unknown_model_says_what_to_do(
     assert len(server.log) == 1, f"a {status} is not retried"
 
 
+@pytest.mark.parametrize(
+    "error",
+    [
+        {  # llama.cpp's server
+            "code": 400,
+            "message": "request (4118 tokens) exceeds the available context size (4096 tokens), "
+            "try increasing it",
+            "type": "exceed_context_size_error",
+        },
+        {  # OpenAI
+            "message": "This model's maximum context length is 128000 tokens.",
+            "type": "invalid_request_error",
+            "code": "context_length_exceeded",
+        },
+    ],
+    ids=["llama.cpp", "openai"],
+)
+def test_a_full_context_says_to_start_a_new_session(
+    server: HTTPServer, error: dict[str, Any]
+) -> None:
+    server.expect_request(PATH).respond_with_json({"error": error}, status=400)
+    reply = asyncio.run(model_for(server).complete(request_for("x")))
+    message = reply.error_message or ""
+    assert reply.stop_reason == "error" and "no longer fits the model's context" in message
+    assert "start a new one" in message and error["message"] in message
+    assert len(server.log) == 1, "a 400 is not retried"
+
+
 def test_an_unreachable_server_says_so() -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

@@ -310,9 +310,25 @@ def _explain(error: openai.APIError, client: AsyncOpenAI) -> str:
         )
     if isinstance(error, openai.RateLimitError):
         return f"the server at {where} is still rate-limiting after every retry (429)."
+    if isinstance(error, openai.BadRequestError) and _context_is_full(error):
+        return (
+            f"the conversation no longer fits the model's context (400: {error.message}). "
+            "Every later turn would fail too: end this session (Ctrl-D) and start a new one, "
+            "or give the server a larger context (llama-server -c N; Ollama: num_ctx)."
+        )
     if isinstance(error, openai.APIStatusError):
         return f"the server at {where} answered {error.status_code}: {error.message}"
     return f"the model call failed: {error}"
+
+
+def _context_is_full(error: openai.BadRequestError) -> bool:
+    # OpenAI says code "context_length_exceeded"; llama.cpp's server, type
+    # "exceed_context_size_error"; others only say so in words.
+    return (
+        error.code == "context_length_exceeded"
+        or error.type == "exceed_context_size_error"
+        or "context" in error.message.lower()
+    )
 
 
 def _env_key() -> str | None:

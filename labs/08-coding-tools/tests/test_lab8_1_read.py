@@ -78,7 +78,7 @@ def test_only_newline_ends_a_line(workspace: Path, content: str, shown: list[str
     out = call_now(tools(workspace), "read", path="f.txt")
     assert not out.is_error, f"reading {content!r} must succeed, got: {text_of(out)}"
     assert (text_of(out), out.details.lines) == (numbered(shown), len(shown)), (
-        "lines end at \n and nowhere else: a \r (also the one of CRLF), form feed, vertical "
+        "lines end at \\n and nowhere else: a \\r (also the one of CRLF), form feed, vertical "
         "tab and Unicode separators stay part of their line. str.splitlines() splits on all "
         "of them; split the bytes on b'\\n' instead"
     )

@@ -6,6 +6,7 @@ import asyncio
 import os
 import stat
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -171,6 +172,10 @@ def test_untouched_bytes_stay_exactly_as_they_were(workspace: Path) -> None:
 def test_a_missing_file_is_an_error_that_suggests_write(workspace: Path) -> None:
     out = edit(workspace, old_text="a", new_text="b")
     assert out.is_error and "not found" in text_of(out).lower()
+    assert "write" in text_of(out), (
+        "a missing file is an error that points the model to the write tool, which creates "
+        "files: describe_os_error(path, error, action='edit') words it so"
+    )
     assert not (workspace / "app.py").exists(), "a failed edit must not create the file"
 
 
@@ -288,7 +293,16 @@ def test_concurrent_edits_of_one_file_all_land(workspace: Path) -> None:
     )
 
 
-def test_an_aborted_edit_changes_nothing(workspace: Path, app: Path) -> None:
+@pytest.mark.parametrize(
+    ("old_text", "empty"),
+    [("'hello '", False), ("not in the file", False), ("'hello '", True)],
+    ids=["applicable-batch", "failing-batch", "empty-file"],
+)
+def test_an_aborted_edit_changes_nothing(
+    workspace: Path, app: Path, old_text: str, empty: bool
+) -> None:
+    if empty:
+        app.write_bytes(b"")
     controller = AbortController()
     controller.abort("user pressed stop")
     before, inode = app.read_bytes(), app.stat().st_ino
@@ -297,13 +311,14 @@ def test_an_aborted_edit_changes_nothing(workspace: Path, app: Path) -> None:
         call(
             tools,
             "edit",
-            {"path": "app.py", "old_text": "'hello '", "new_text": "'hi '"},
+            {"path": "app.py", "old_text": old_text, "new_text": "'hi '"},
             signal=controller.signal,
         )
     )
     assert out.is_error and "aborted" in text_of(out), (
-        "an edit whose abort signal has fired must not write: check signal.aborted while "
-        "reading and before write_atomic, and return an error result that says 'aborted'"
+        "invariant: an edit whose abort signal has fired says 'aborted' and writes nothing, "
+        "also when its batch would have failed or the file is empty: check signal.aborted "
+        "before and while reading (before the batch is applied) and again before write_atomic"
     )
     unchanged(app, before, inode)
 
@@ -395,3 +410,63 @@ def test_a_file_of_several_megabytes_is_edited_whole(workspace: Path) -> None:
         "every byte of a large file must survive an edit: when reading in chunks, add up "
         "what each read returned"
     )
+
+
+def _missing(workspace: Path) -> str:
+    return "app.py"
+
+
+def _not_utf8(workspace: Path) -> str:
+    (workspace / "app.py").write_bytes(b"name = '\xff'\n")
+    return "app.py"
+
+
+def _fifo(workspace: Path) -> str:
+    return fifo_target(workspace, "app.py")[1]  # a symlink app.py to a FIFO
+
+
+def _app(workspace: Path) -> str:
+    (workspace / "app.py").write_text(SOURCE)
+    return "app.py"
+
+
+NAMED_CASES: dict[str, tuple[Callable[[Path], str], dict[str, Any], bool]] = {
+    # id: (prepare the workspace and return the path to give, edit arguments, abort first)
+    "applied": (_app, {"old_text": "'hello '", "new_text": "'hi '"}, False),
+    "no-match": (_app, {"old_text": "goodbye", "new_text": "x"}, False),
+    "several-matches": (_app, {"old_text": "greet", "new_text": "x"}, False),
+    "not-utf8": (_not_utf8, {"old_text": "name", "new_text": "title"}, False),
+    "missing": (_missing, {"old_text": "a", "new_text": "b"}, False),
+    "fifo": (_fifo, {"old_text": "a", "new_text": "b"}, False),
+    "aborted": (_app, {"old_text": "'hello '", "new_text": "'hi '"}, True),
+    "unencodable-new-text": (_app, {"old_text": "'hello '", "new_text": "'\ud800'"}, False),
+}
+
+
+@pytest.mark.parametrize("case", list(NAMED_CASES))
+def test_every_result_names_the_file(workspace: Path, case: str) -> None:
+    prepare, arguments, abort_first = NAMED_CASES[case]
+    path = prepare(workspace)
+    before = snapshot(workspace)
+    controller = AbortController()
+    if abort_first:
+        controller.abort("user pressed stop")
+    out = run(
+        call(
+            create_coding_tools(workspace),
+            "edit",
+            {"path": path, **arguments},
+            signal=controller.signal,
+        )
+    )
+    message = text_of(out)
+    assert path in message or repr(path) in message, (
+        f"invariant: every result of edit names the file as the model gave it ({path!r}), "
+        "so the model knows which file it is about; pass the path argument down to every "
+        f"message, also the ones raised while reading. Got: {message!r}"
+    )
+    if case == "applied":
+        assert not out.is_error, message
+        return
+    assert out.is_error, f"{case}: expected an error result, got: {message!r}"
+    assert snapshot(workspace) == before, f"{case}: a refused edit changes nothing"

@@ -18,6 +18,7 @@ import pytest
 from rich.console import Console
 
 from lab_helpers import call, call_now, run, snapshot, text_of
+from picourse.abort import AbortController
 from picourse.coding_tools import (
     DEFAULT_MUTATION_QUEUE,
     Confirm,
@@ -108,15 +109,20 @@ def test_a_new_file_shows_an_all_added_diff_and_a_declined_one_is_not_created(
     ]
 
 
-def test_identical_content_asks_nothing_and_writes_nothing(workspace: Path) -> None:
+@pytest.mark.parametrize("tool", ["write", "edit"])
+def test_identical_content_asks_nothing_and_writes_nothing(workspace: Path, tool: str) -> None:
     path = workspace / "same.txt"
     path.write_text("same\n")
     os.utime(path, ns=(1_000_000_000, 1_000_000_000))
     inode = path.stat().st_ino
     approver = Approver(True)
-    out = call_now(tools(workspace, approver), "write", path="same.txt", content="same\n")
+    arguments = (
+        {"content": "same\n"} if tool == "write" else {"old_text": "same", "new_text": "same"}
+    )
+    out = call_now(tools(workspace, approver), tool, path="same.txt", **arguments)
     assert not out.is_error and approver.requests == [], "nothing to approve: do not ask"
-    assert out.details == WriteDetails(str(path), 5)
+    if tool == "write":
+        assert out.details == WriteDetails(str(path), 5)
     assert path.stat().st_ino == inode and path.stat().st_mtime_ns == 1_000_000_000, (
         "identical content must not be written again"
     )
@@ -241,6 +247,76 @@ def test_an_edit_shows_distant_changes_as_separate_hunks(workspace: Path) -> Non
         "common prefix and suffix would show all the lines between them as changed"
     )
     assert "line 50" not in request.diff
+
+
+def test_an_edit_asks_about_the_file_by_the_path_it_was_given(workspace: Path) -> None:
+    (workspace / "app.py").write_text("x = 1\ny = 2\n")
+    approver = Approver(True)
+    out = call_now(
+        tools(workspace, approver), "edit", path="app.py", old_text="x = 1", new_text="x = 3"
+    )
+    assert not out.is_error, text_of(out)
+    (request,) = approver.requests
+    assert request.tool == "edit" and request.path == "app.py", (
+        "the request names the tool and the file as the model gave it"
+    )
+    assert request.diff is not None and request.diff.splitlines()[:2] == [
+        "--- a/app.py",
+        "+++ b/app.py",
+    ], "the diff's headers name the file: a/ and b/ before the path as given"
+
+
+def test_an_abort_while_the_person_decides_stops_the_edit(workspace: Path) -> None:
+    path = workspace / "app.py"
+    path.write_text("x = 1\ny = 2\n")
+    inode = path.stat().st_ino
+    controller = AbortController()
+
+    async def approver(request: ConfirmRequest) -> bool:
+        controller.abort("user pressed stop")  # Ctrl-C while the question waits, then yes
+        return True
+
+    out = run(
+        call(
+            tools(workspace, approver),
+            "edit",
+            {"path": "app.py", "old_text": "x = 1", "new_text": "x = 3"},
+            signal=controller.signal,
+        )
+    )
+    assert out.is_error and "aborted" in text_of(out) and "app.py" in text_of(out), (
+        "invariant: an abort that fires while the approver decides stops the edit: check the "
+        f"signal again after the approval, right before the write. Got: {text_of(out)!r}"
+    )
+    assert path.read_text() == "x = 1\ny = 2\n" and path.stat().st_ino == inode
+
+
+@pytest.mark.parametrize("tool", ["write", "edit"])
+def test_a_file_changed_on_disk_while_the_person_decides_is_not_overwritten(
+    workspace: Path, tool: str
+) -> None:
+    path = workspace / "app.py"
+    path.write_text("x = 1\ny = 2\n")
+    saved_meanwhile = "x = 1\ny = 200\n"
+
+    async def approver(request: ConfirmRequest) -> bool:
+        path.write_text(saved_meanwhile)  # the person's editor saves the file meanwhile
+        return True
+
+    arguments = (
+        {"content": "x = 3\ny = 2\n"}
+        if tool == "write"
+        else {"old_text": "x = 1", "new_text": "x = 3"}
+    )
+    out = call_now(tools(workspace, approver), tool, path="app.py", **arguments)
+    assert path.read_text() == saved_meanwhile, (
+        "invariant: what was shown is what gets written. A file that changed on disk while the "
+        "person decided must not be overwritten: compare it with what the diff was made from, "
+        "right before the atomic write"
+    )
+    assert out.is_error and "changed" in text_of(out) and "app.py" in text_of(out), (
+        f"the refusal says the file changed and names it. Got: {text_of(out)!r}"
+    )
 
 
 def test_a_declined_edit_leaves_the_file_byte_for_byte(workspace: Path) -> None:

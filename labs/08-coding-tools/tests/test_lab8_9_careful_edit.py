@@ -13,8 +13,10 @@ from typing import Any
 
 import pytest
 
-from lab_helpers import call_now, text_of
+from lab_helpers import call, call_now, run, text_of
+from picourse.abort import AbortController
 from picourse.coding_tools import EditDetails, create_coding_tools
+from picourse.coding_tools.careful_edit import ReadLedger
 from picourse.tool import ToolOutput, ToolRegistry
 
 pytestmark = pytest.mark.lab8_9
@@ -124,6 +126,47 @@ def test_two_sessions_do_not_share_what_they_read(workspace: Path, app: Path) ->
     refused(out, app, SOURCE.encode(), "Read")
 
 
+def test_an_abort_that_comes_after_the_read_still_stops_the_write(
+    workspace: Path, app: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tools = session(workspace)
+    read(tools, "app.py")
+    controller = AbortController()
+    verify = ReadLedger.verify
+    verified: list[bytes] = []
+
+    def verify_then_abort(self: ReadLedger, key: str, path: str, current: bytes) -> str | None:
+        # edit calls verify with the whole file once it has read it: the read is over, and
+        # the person presses stop now
+        verified.append(bytes(current))
+        refusal = verify(self, key, path, current)
+        controller.abort("user pressed stop")
+        return refusal
+
+    monkeypatch.setattr(ReadLedger, "verify", verify_then_abort)
+    inode = app.stat().st_ino
+    out = run(
+        call(
+            tools,
+            "edit",
+            {"path": "app.py", "old_text": "result = 0", "new_text": "result = 1"},
+            signal=controller.signal,
+        )
+    )
+    assert SOURCE.encode() in verified, (
+        "edit checks read-before-edit with ledger.verify(key, path, content) inside its lane, "
+        "on the content it just read"
+    )
+    assert out.is_error and "aborted" in text_of(out) and "app.py" in text_of(out), (
+        "invariant: an abort that comes after the file was read still stops the edit: check "
+        "the signal again right before write_atomic, after the batch is applied, and say "
+        f"'aborted' and which file is unchanged. Got: {text_of(out)!r}"
+    )
+    assert app.read_bytes() == SOURCE.encode() and app.stat().st_ino == inode, (
+        "an aborted edit writes nothing"
+    )
+
+
 # ---------------------------------------------------------------- matching
 
 
@@ -184,7 +227,9 @@ def test_several_matches_without_replace_all_name_their_lines(workspace: Path, a
     tools = session(workspace)
     read(tools, "app.py")
     out = edit(tools, "app.py", old_text="result", new_text="acc")
-    refused(out, app, SOURCE.encode(), "edits[0]", "3 times", "lines 2, 4, 5", "replace_all")
+    refused(
+        out, app, SOURCE.encode(), "edits[0]", "3 times in app.py", "lines 2, 4, 5", "replace_all"
+    )
 
 
 def test_a_line_number_prefix_gets_a_hint_to_drop_it(workspace: Path, app: Path) -> None:

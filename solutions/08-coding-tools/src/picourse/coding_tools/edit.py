@@ -121,7 +121,8 @@ async def edit_file(
             )
             if decision == "declined":
                 raise ChangeRefused(f"The user declined the edit; {path} is unchanged.")
-            await asyncio.to_thread(commit_if_unchanged, change)
+            if decision == "approved":  # "unchanged": nothing to write
+                await asyncio.to_thread(commit_if_unchanged, change)
         if options.ledger is not None:
             options.ledger.record(key, bytes(change.updated))
         return change
@@ -153,10 +154,12 @@ def _read(key: str, display: str, signal: AbortSignal | None, *, validate: bool)
         data = bytearray(size)
         decoder = codecs.getincrementaldecoder("utf-8")()
         filled = 0
+        _stop_if_aborted(signal, display)  # also for an empty file, which the loop skips
         try:
             with memoryview(data) as view:
                 while filled < size:
-                    _stop_if_aborted(signal, display)
+                    if filled:
+                        _stop_if_aborted(signal, display)
                     count = file.readinto(view[filled : filled + CHUNK_BYTES])
                     if not count:
                         break

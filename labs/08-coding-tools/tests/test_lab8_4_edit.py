@@ -21,7 +21,7 @@ from lab_helpers import (
     snapshot,
     text_of,
 )
-from picourse.abort import AbortController
+from picourse.abort import AbortController, AbortSignal
 from picourse.coding_tools import DEFAULT_MUTATION_QUEUE, EditDetails, create_coding_tools
 from picourse.tool import ToolOutput
 from queue_probe import QueueProbe, hold_lane
@@ -321,6 +321,57 @@ def test_an_aborted_edit_changes_nothing(
         "before and while reading (before the batch is applied) and again before write_atomic"
     )
     unchanged(app, before, inode)
+
+
+class AbortsOnceLookedAt(AbortSignal):
+    """A signal that fires right after its first look: the person presses stop just after the
+    edit has checked it once (before reading), while the edit reads or applies its batch."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._looked = False
+
+    def _look(self) -> None:
+        if not self._looked:
+            self._looked = True
+            self._abort("user pressed stop")
+
+    @property
+    def aborted(self) -> bool:
+        was = super().aborted
+        self._look()
+        return was
+
+    def raise_if_aborted(self) -> None:
+        was = super().aborted
+        self._look()
+        if was:
+            super().raise_if_aborted()
+
+
+def test_an_abort_that_fires_after_the_first_check_still_stops_the_edit(
+    workspace: Path,
+) -> None:
+    # Several chunks' worth of text, so that an edit reading in chunks looks at the signal
+    # again while it reads.
+    body = "".join(f"line {n:07d} of a long file\n" for n in range(120_000))
+    path = workspace / "app.py"
+    path.write_text(SOURCE + body)
+    before, inode = path.read_bytes(), path.stat().st_ino
+    out = run(
+        call(
+            create_coding_tools(workspace),
+            "edit",
+            {"path": "app.py", "old_text": "'hello '", "new_text": "'hi '"},
+            signal=AbortsOnceLookedAt(),
+        )
+    )
+    assert out.is_error and "aborted" in text_of(out) and "app.py" in text_of(out), (
+        "invariant: an abort that fires after edit first checked the signal (while it reads "
+        "or applies the batch) still stops it: check the signal again while reading and right "
+        f"before write_atomic, and say 'aborted' and which file is unchanged. Got: {text_of(out)!r}"
+    )
+    unchanged(path, before, inode)
 
 
 @pytest.mark.parametrize("link", [None, "app.py"], ids=["fifo", "symlink-to-fifo"])

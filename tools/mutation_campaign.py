@@ -140,6 +140,23 @@ def prepare(lab: Lab, directory: Path, modules: list[str], args: argparse.Namesp
         marker = f"({marker})" if len(markers) > 1 else marker
     with open(directory / "pyproject.toml", "a", encoding="utf-8") as file:
         file.write(mutmut_config(modules, marker, args.with_challenge))
+    with open(directory / "tests" / "conftest.py", "a", encoding="utf-8") as file:
+        file.write(_NO_SUBREAPER_AFTER_SESSION)
+
+
+# mutmut runs some test sessions inside its own process, which then forks a worker per
+# mutant and takes whatever os.wait() returns for a worker. The bash tool makes the process
+# running it a child subreaper, so orphans of the workers' commands would come back to
+# mutmut's process and be taken for workers (KeyError). After each session it is undone.
+_NO_SUBREAPER_AFTER_SESSION = """
+
+def pytest_unconfigure(config):
+    import ctypes, sys
+    from picourse.coding_tools import command_scope
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(36, 0, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+        command_scope._subreaper_pid = None
+"""
 
 
 def mutmut(directory: Path, *arguments: str, log: Path | None = None) -> str:

@@ -80,3 +80,38 @@ def test_children_that_outlive_their_shell_get_the_grace_and_are_reaped(
 def test_every_command_gives_a_result_never_an_exception(solved_src: Path) -> None:
     result = scenario(solved_src, "fuzz")
     assert result["hazards"] >= 30 and result["printed"] >= 20, result
+
+
+_FORKED_SUBREAPER = """
+import ctypes, json, os
+from picourse.coding_tools import command_scope
+
+def subreaper() -> int:
+    flag = ctypes.c_int(0)
+    ctypes.CDLL(None, use_errno=True).prctl(37, ctypes.byref(flag), 0, 0, 0)  # PR_GET_...
+    return flag.value
+
+command_scope._become_subreaper()
+pid = os.fork()
+if pid == 0:
+    command_scope._become_subreaper()
+    os._exit(subreaper())
+_, status = os.waitpid(pid, 0)
+print(json.dumps({"parent": subreaper(), "child": os.waitstatus_to_exitcode(status)}))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="child subreapers are Linux's")
+def test_a_forked_process_becomes_a_subreaper_of_its_own(solved_src: Path) -> None:
+    # The flag is per process and fork does not pass it on: a child that took the parent's
+    # "already done" for its own would lose its calls' orphans to the parent (which then
+    # reaps, or trips over, processes it never started: mutmut's workers did).
+    completed = subprocess.run(
+        [sys.executable, "-c", _FORKED_SUBREAPER],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(solved_src)},
+        timeout=60,
+        check=True,
+    )
+    assert json.loads(completed.stdout) == {"parent": 1, "child": 1}, completed.stdout

@@ -268,14 +268,16 @@ def _cgroup_pids(cgroup: Path) -> set[int]:
         return set()
 
 
-_subreaper_done = False
+_subreaper_pid: int | None = None  # the process that made itself a subreaper
 
 
 def _become_subreaper() -> None:
-    global _subreaper_done
-    if _subreaper_done or not sys.platform.startswith("linux"):
+    # Per process, not once per import: a forked child inherits this module's variables but
+    # not the subreaper flag, and would otherwise lose its call's orphans to its parent.
+    global _subreaper_pid
+    if _subreaper_pid == os.getpid() or not sys.platform.startswith("linux"):
         return
-    _subreaper_done = True
+    _subreaper_pid = os.getpid()
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 

@@ -4,12 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
+import errno
 import functools
+import gc
 import os
+import re
 import shutil
 import stat
+import subprocess
+import sys
 import tempfile
 import threading
+import types
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +25,7 @@ from typing import Any
 
 import pytest
 
+import picourse
 from lab_helpers import (
     call,
     call_now,
@@ -25,6 +34,7 @@ from lab_helpers import (
     run,
     snapshot,
     text_of,
+    utf8_len,
 )
 from picourse.coding_tools import (
     DEFAULT_MUTATION_QUEUE,
@@ -134,6 +144,78 @@ def test_write_refuses_to_leave_the_workspace_and_creates_nothing_outside(
     assert snapshot(outside) == before, "nothing outside the workspace may be changed or created"
 
 
+def _written(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str]:
+    return "a/b/c.txt", "héllo\n"  # 7 bytes in UTF-8
+
+
+def _directory(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str]:
+    (workspace / "docs").mkdir()
+    return "docs", "x\n"
+
+
+def _special_file(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str]:
+    os.mkfifo(workspace / "spool")
+    return "spool", "x\n"
+
+
+def _unencodable(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str]:
+    (workspace / "notes.txt").write_text("old\n")
+    return "notes.txt", "half a character: \ud800\n"  # a lone surrogate has no UTF-8
+
+
+def _disk_full(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str]:
+    (workspace / "notes.txt").write_text("old\n")
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "replace", broken)
+    monkeypatch.setattr(os, "rename", broken)
+    return "notes.txt", "new\n"
+
+
+WRITE_CASES: dict[str, Callable[[Path, pytest.MonkeyPatch], tuple[str, str]]] = {
+    "written": _written,
+    "directory": _directory,
+    "special-file": _special_file,
+    "unencodable-content": _unencodable,
+    "disk-full": _disk_full,
+}
+
+
+@pytest.mark.parametrize("case", list(WRITE_CASES))
+def test_every_write_result_names_the_file(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch, case: str
+) -> None:
+    path, content = WRITE_CASES[case](workspace, monkeypatch)
+    before = snapshot(workspace)
+    out = call_now(create_coding_tools(workspace), "write", path=path, content=content)
+    texts = [part.text for part in out.content]
+    assert texts and all(isinstance(text, str) and text for text in texts), (
+        f"invariant: every result is text the model can read; got {texts!r}"
+    )
+    message = text_of(out)
+    assert path in message, (
+        f"invariant: every result of write names the file as the model gave it ({path!r}), "
+        "so the model knows which file it is about: name it in the success message, in "
+        f"every refusal and in every OSError (describe_os_error(path, ...)). Got: {message!r}"
+    )
+    if case == "written":
+        assert not out.is_error, message
+        assert re.search(rf"\b{utf8_len(content)}\b", message), (
+            "invariant: a successful write says how many bytes it wrote (UTF-8 bytes), so "
+            f"the model can check it; got {message!r}"
+        )
+        return
+    assert out.is_error, f"{case}: expected an error result, got: {message!r}"
+    if case == "disk-full":
+        assert os.strerror(errno.ENOSPC) in message, (
+            "an OSError while writing is an error result that gives the system's reason "
+            f"(error.strerror): describe_os_error words it. Got: {message!r}"
+        )
+    assert snapshot(workspace) == before, f"{case}: a refused write changes nothing"
+
+
 # ---------------------------------------------------------------- durable and faithful
 
 
@@ -234,6 +316,129 @@ def test_overwriting_keeps_the_permission_bits(workspace: Path) -> None:
         "invariant: replacing a file keeps its permission bits (an executable must stay "
         "executable): give the temp file the old file's mode before the rename"
     )
+
+
+@dataclass
+class TempSpy:
+    """Watches the temp file: the flags it is created with (os.open with O_CREAT in the
+    watched directory), and its permission bits at each point where it can be seen."""
+
+    directory: Path
+    created: list[tuple[str, int]] = field(default_factory=list)  # name, flags
+    modes: list[tuple[str, int]] = field(default_factory=list)  # where, permission bits
+
+    def install(self, monkeypatch: pytest.MonkeyPatch) -> TempSpy:
+        real_open = os.open
+
+        def spy_open(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+            fd = real_open(path, flags, *args, **kwargs)
+            where = Path(os.path.abspath(os.fspath(path)))
+            if flags & os.O_CREAT and where.parent == self.directory:
+                self.created.append((where.name, flags))
+                self.modes.append(("created", stat.S_IMODE(os.fstat(fd).st_mode)))
+            return fd
+
+        monkeypatch.setattr(os, "open", spy_open)
+        for name in ("fsync", "fdatasync"):
+            if hasattr(os, name):
+                monkeypatch.setattr(os, name, self._sync(getattr(os, name)))
+        for name in ("replace", "rename"):
+            monkeypatch.setattr(os, name, self._rename(getattr(os, name)))
+        return self
+
+    def _sync(self, real: Callable[[int], None]) -> Callable[[int], None]:
+        def sync(fd: int) -> None:
+            info = os.fstat(fd)
+            if stat.S_ISREG(info.st_mode):
+                self.modes.append(("fsynced", stat.S_IMODE(info.st_mode)))
+            real(fd)
+
+        return sync
+
+    def _rename(self, real: Callable[..., None]) -> Callable[..., None]:
+        def rename(src: Any, dst: Any, *args: Any, **kwargs: Any) -> None:
+            self.modes.append(
+                ("renamed", stat.S_IMODE(os.stat(src, follow_symlinks=False).st_mode))
+            )
+            real(src, dst, *args, **kwargs)
+
+        return rename
+
+
+def test_the_temp_file_is_created_exclusively(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (workspace / "f.txt").write_text("old\n")
+    spy = TempSpy(workspace.resolve()).install(monkeypatch)
+    registry = create_coding_tools(workspace)
+    call_now(registry, "write", path="f.txt", content="new\n")
+    call_now(registry, "write", path="g.txt", content="new\n")
+    shared = [name for name, flags in spy.created if not flags & os.O_EXCL]
+    assert not shared, (
+        "invariant: a temp file is created exclusively, so two writers never share one and "
+        "nothing that already has its name is written through: os.open(temp, O_WRONLY | "
+        f"O_CREAT | O_EXCL, 0o666). Created without O_EXCL: {shared}"
+    )
+    only_expected_files(workspace, {"f.txt", "g.txt"})
+
+
+def _fail_by_removing_the_temp(src: Any, dst: Any, *args: Any, **kwargs: Any) -> None:
+    os.unlink(src)  # someone removed the temp file before the rename
+    raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), src)
+
+
+def _fail_to_sync(fd: int) -> None:
+    raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+
+@pytest.mark.parametrize(
+    "fault",
+    [("replace", _fail_by_removing_the_temp), ("fsync", _fail_to_sync)],
+    ids=["temp-gone-before-rename", "fsync-fails"],
+)
+def test_a_write_that_fails_midway_is_an_error_result(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch, fault: tuple[str, Callable[..., None]]
+) -> None:
+    target = workspace / "f.txt"
+    target.write_text("old\n")
+    name, broken = fault
+    for alias in {"replace": ("replace", "rename"), "fsync": ("fsync", "fdatasync")}[name]:
+        if hasattr(os, alias):
+            monkeypatch.setattr(os, alias, broken)
+    out = call_now(create_coding_tools(workspace), "write", path="f.txt", content="new\n")
+    assert out.is_error, (
+        "invariant: whatever fails while writing (also the cleanup of a temp file that is "
+        "already gone) is an error result, never an exception: remove the temp file only if "
+        f"it is still there. Got: {text_of(out)!r}"
+    )
+    assert target.read_text() == "old\n", "a failed write must leave the old content"
+    only_expected_files(workspace, {"f.txt"})
+
+
+def test_a_folder_that_another_writer_creates_meanwhile_is_used(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Writes of two files in one new folder run at once (different lanes): both see the
+    # folder missing, both create it, one of them gets FileExistsError. Here every folder
+    # appears just before this write's own mkdir.
+    real_mkdir = os.mkdir
+    raced: list[str] = []
+
+    def mkdir(path: Any, *args: Any, **kwargs: Any) -> None:
+        if not os.path.isdir(path):
+            real_mkdir(path, *args, **kwargs)  # the other writer was faster
+            raced.append(os.path.basename(os.fspath(path)))
+        raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), path)
+
+    monkeypatch.setattr(os, "mkdir", mkdir)
+    out = call_now(create_coding_tools(workspace), "write", path="new/deeper/f.txt", content="x")
+    assert not out.is_error, (
+        "invariant: a folder that another writer created meanwhile is fine: when mkdir says "
+        "FileExistsError and the path is a directory now, go on (os.makedirs(path, "
+        f"exist_ok=True) does). Got: {text_of(out)!r}"
+    )
+    assert (workspace / "new" / "deeper" / "f.txt").read_text() == "x"
+    assert raced, "the test expected write to create the missing folders with os.mkdir"
 
 
 @pytest.mark.parametrize("link", [None, "link"], ids=["fifo", "symlink-to-fifo"])
@@ -465,6 +670,136 @@ def test_a_failed_operation_releases_the_next_one() -> None:
     run(scenario())
 
 
+# Walking from the queue must not escape into the rest of the process: classes and modules
+# reach everything, a frame reaches its caller's locals, a loop reaches every task.
+_OPAQUE = (
+    type,
+    types.ModuleType,
+    types.FrameType,
+    types.CodeType,
+    asyncio.AbstractEventLoop,
+    contextvars.Context,
+)
+
+
+def reachable_from(root: object, limit: int = 200_000) -> list[object]:
+    """What ``root`` keeps alive through its attributes, containers, futures, callbacks
+    and closures (a function's globals are not followed)."""
+    seen, found, todo = {id(root)}, [], [root]
+    while todo and len(seen) < limit:
+        current = todo.pop()
+        if isinstance(current, types.FunctionType):
+            referents = [*(current.__closure__ or ()), *(current.__defaults__ or ())]
+        elif isinstance(current, dict):  # the collector does not list a dict's str keys
+            referents = [*dict.keys(current), *dict.values(current)]
+        else:
+            referents = gc.get_referents(current)
+        for item in referents:
+            if id(item) not in seen and not isinstance(item, _OPAQUE):
+                seen.add(id(item))
+                found.append(item)
+                todo.append(item)
+    return found
+
+
+async def _ok() -> None:
+    return None
+
+
+async def _fail() -> None:
+    raise OSError("disk full")
+
+
+def test_the_queue_forgets_a_file_once_nothing_waits_for_it() -> None:
+    async def scenario() -> None:
+        queue = MutationQueue()
+        keys = [f"/forget-probe/{uuid.uuid4().hex}/{n}.txt" for n in range(40)]
+        for key in keys[0:10]:  # one operation
+            await queue.run(key, _ok)
+        for key in keys[10:20]:  # one that fails
+            with pytest.raises(OSError, match="disk full"):
+                await queue.run(key, _fail)
+        # three at once in one lane
+        await asyncio.gather(*(queue.run(key, _ok) for key in keys[20:30] for _ in range(3)))
+        for key in keys[30:40]:  # a caller cancelled while waiting, one while running
+            log: list[str] = []
+            gate, started = asyncio.Event(), asyncio.Event()
+            operation = functools.partial(gated, log, "op", gate, started)
+            running = asyncio.create_task(queue.run(key, operation))
+            await wait_or_fail(started, [running], "MutationQueue.run never started an operation")
+            waiting = asyncio.create_task(queue.run(key, _ok))
+            await settle()
+            waiting.cancel()
+            running.cancel()  # its operation goes on until the gate opens
+            await settle()
+            gate.set()
+            await queue.run(key, _ok)  # runs once the gated operation has ended
+        await settle()
+        left = set(keys)
+        reachable = reachable_from(queue)
+        kept = [item for item in reachable if isinstance(item, str) and item in left]
+        pending = [
+            item
+            for item in reachable
+            if isinstance(item, asyncio.Future | asyncio.Lock | asyncio.Event | asyncio.Condition)
+        ]
+        assert not kept and len(pending) < 5, (
+            "invariant: the queue forgets a file once no operation runs or waits for it; a "
+            "long session touches many files and must not keep every one of them: when an "
+            "operation ends and the key's tail is still its own, delete the key. After 40 "
+            f"files were done, the queue still keeps {len(kept)} of their keys and "
+            f"{len(pending)} futures or locks"
+        )
+
+    run(scenario())
+
+
+async def _abandoned(gate: asyncio.Event, started: asyncio.Event, ending: str) -> None:
+    started.set()
+    await gate.wait()
+    if ending == "fails":
+        raise OSError("disk full")
+    raise asyncio.CancelledError
+
+
+@pytest.mark.challenge
+def test_an_operation_whose_caller_gave_up_is_not_reported_as_lost() -> None:
+    # asyncio reports a task whose exception nobody retrieved ("Task exception was never
+    # retrieved") when it is collected, and an exception raised in a done callback
+    # ("Exception in callback"). A caller cancelled while its operation runs no longer
+    # awaits it: asyncio.shield removes its own callback from the inner task then.
+    reports: list[str] = []
+
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+        loop.set_exception_handler(lambda _, context: reports.append(context["message"]))
+        queue = MutationQueue()
+        for ending in ("fails", "is cancelled"):
+            gate, started = asyncio.Event(), asyncio.Event()
+
+            operation = functools.partial(_abandoned, gate, started, ending)
+            caller = asyncio.create_task(queue.run("k", operation))
+            await wait_or_fail(started, [caller], "MutationQueue.run never started an operation")
+            caller.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await caller
+            gate.set()
+            await queue.run("k", _ok)  # runs once the abandoned operation has ended
+            del caller
+        await settle()
+        gc.collect()  # the abandoned operations' tasks go now
+        await settle()
+        loop.set_exception_handler(None)
+
+    run(scenario())
+    assert not reports, (
+        "invariant: an operation whose caller gave up still ends quietly: its failure was "
+        "handled by nobody, so retrieve it yourself (a done callback on the operation's task "
+        "that calls task.exception() unless task.cancelled()). asyncio reported: "
+        f"{reports}"
+    )
+
+
 # ---------------------------------------------------------------- tools and the one queue
 
 
@@ -573,34 +908,294 @@ def test_a_name_of_255_bytes_can_be_written(workspace: Path) -> None:
 
 
 @pytest.mark.challenge
+@pytest.mark.parametrize("step", ["rename", "mkdir"], ids=["rename-fails", "mkdir-fails"])
+@pytest.mark.parametrize("shared", [False, True], ids=["alone", "folder-used-meanwhile"])
 def test_a_failed_write_removes_the_directories_it_created(
-    workspace: Path, monkeypatch: pytest.MonkeyPatch
+    workspace: Path, monkeypatch: pytest.MonkeyPatch, step: str, shared: bool
 ) -> None:
     (workspace / "kept").mkdir()
+    used = workspace / "kept" / "new" / "other.txt"  # another writer's file, when shared
 
-    def broken(*args: object, **kwargs: object) -> None:
-        raise OSError(28, "No space left on device")
+    def broken(real: Callable[..., None]) -> Callable[..., None]:
+        def fail(path: Any, *args: Any, **kwargs: Any) -> None:
+            if step == "mkdir" and os.path.basename(os.fspath(path)) != "deeper":
+                real(path, *args, **kwargs)  # kept/new is made; kept/new/deeper fails
+                return
+            if shared:
+                used.write_text("keep me\n")
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(os, "replace", broken)
-    monkeypatch.setattr(os, "rename", broken)
+        return fail
+
+    for name in ("replace", "rename") if step == "rename" else ("mkdir",):
+        monkeypatch.setattr(os, name, broken(getattr(os, name)))
     out = call_now(
         create_coding_tools(workspace), "write", path="kept/new/deeper/f.txt", content="x"
     )
-    assert out.is_error
-    assert snapshot(workspace) == {"kept": "<dir>"}, (
-        "a failed write leaves no trace: remove the directories it created (and only those)"
+    assert out.is_error, "a write that fails midway is an error result"
+    expected: dict[str, bytes | str] = {"kept": "<dir>"}
+    if shared:
+        expected.update({"kept/new": "<dir>", "kept/new/other.txt": b"keep me\n"})
+    assert snapshot(workspace) == expected, (
+        "a failed write leaves no trace: remove the directories it created (and only those), "
+        "deepest first, each only while it is empty: another writer may have put a file in "
+        "one meanwhile (os.rmdir fails then: leave that folder and go on)"
     )
 
 
 @pytest.mark.challenge
-def test_a_read_only_file_is_refused(workspace: Path) -> None:
+@pytest.mark.parametrize("mode", [0o444, 0o555, 0o400], ids=["444", "555", "400"])
+def test_a_read_only_file_is_refused(workspace: Path, mode: int) -> None:
     target = workspace / "locked.txt"
     target.write_text("keep\n")
-    target.chmod(0o444)
+    target.chmod(mode)
     out = call_now(create_coding_tools(workspace), "write", path="locked.txt", content="x\n")
     assert out.is_error and "read-only" in text_of(out), (
         "a file without write permission is refused with 'read-only', as the shell's > "
-        "refuses it (a rename would replace it silently)"
+        "refuses it (a rename would replace it silently); a file without any write bit "
+        f"(here {mode:o}) is read-only for root too"
     )
     assert target.read_text() == "keep\n"
     only_expected_files(workspace, {"locked.txt"})
+
+
+@pytest.mark.challenge
+def test_a_path_too_long_once_its_symlinks_are_resolved_is_refused(workspace: Path) -> None:
+    # The path as given is short; the real path behind the symlink is longer than the
+    # system takes (PATH_MAX), so no system call can use it.
+    try:
+        path_max = os.pathconf(workspace, "PC_PATH_MAX")
+    except (OSError, ValueError):
+        path_max = 4096
+    deep = str(workspace) + "/d" * ((path_max - 100 - len(str(workspace))) // 2)
+    os.symlink(deep, workspace / "deep")
+    name = "n" * 200
+    out = call_now(create_coding_tools(workspace), "write", path=f"deep/{name}", content="x")
+    assert out.is_error and "too long" in text_of(out).lower(), (
+        "invariant: a path that is too long once its symlinks are resolved is an error result "
+        "that says so ('File name too long' is the system's word for ENAMETOOLONG). Got: "
+        f"{text_of(out)[:300]!r}"
+    )
+    assert snapshot(workspace) == {"deep": f"-> {deep}"}, (
+        "a refused write creates nothing: no folder of the too-long path may be left behind"
+    )
+
+
+@pytest.mark.challenge
+def test_the_temp_file_of_a_private_file_is_never_readable_by_others(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A file descriptor keeps the rights it was opened with: another user who opens the
+    # temp file while it is 0o644 can read the new content later, after any chmod.
+    target = workspace / "secret.env"
+    target.write_text("TOKEN=old\n")
+    target.chmod(0o600)
+    spy = TempSpy(workspace.resolve()).install(monkeypatch)
+    previous = os.umask(0o022)
+    try:
+        out = call_now(
+            create_coding_tools(workspace), "write", path="secret.env", content="TOKEN=new\n"
+        )
+    finally:
+        os.umask(previous)
+    assert not out.is_error, text_of(out)
+    wider = [(where, f"{mode:o}") for where, mode in spy.modes if mode & ~0o600]
+    assert spy.modes and not wider, (
+        "invariant: the temp file that replaces a private file (0o600) is never readable by "
+        "others, not even for a moment: create it 0o600 when the target exists, then give it "
+        f"the old file's bits (os.fchmod). Seen: {wider}"
+    )
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600
+    only_expected_files(workspace, {"secret.env"})
+
+
+NOBODY = 65534  # the conventional uid and gid of nobody
+
+
+@pytest.mark.challenge
+@pytest.mark.parametrize("may_chown", [True, False], ids=["as-root", "chown-refused"])
+def test_a_replaced_file_keeps_its_owner_where_allowed(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch, may_chown: bool
+) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("only root can give a file to another user; run as root to check this")
+    target = workspace / "shared.txt"
+    target.write_text("old\n")
+    os.chown(target, NOBODY, NOBODY)
+    target.chmod(0o664)
+    if not may_chown:
+        # A normal user may replace another user's group-writable file but not give the
+        # new one back to its owner: that is no reason to fail the write.
+        def refuse(*args: object, **kwargs: object) -> None:
+            raise PermissionError(errno.EPERM, os.strerror(errno.EPERM))
+
+        for name in ("chown", "fchown", "lchown"):
+            monkeypatch.setattr(os, name, refuse)
+    out = call_now(create_coding_tools(workspace), "write", path="shared.txt", content="new\n")
+    assert not out.is_error, (
+        "invariant: a write does not fail because the owner cannot be kept; keep it where "
+        f"allowed (os.fchown in a try) and write anyway. Got: {text_of(out)!r}"
+    )
+    assert target.read_text() == "new\n"
+    info = target.stat()
+    assert stat.S_IMODE(info.st_mode) == 0o664, "the permission bits are kept in any case"
+    if may_chown:
+        assert (info.st_uid, info.st_gid) == (NOBODY, NOBODY), (
+            "invariant: root replacing another user's file keeps its owner and group (the "
+            "temp file is root's: os.fchown it to the old owner before the rename, then "
+            "os.fchmod, as chown clears set-id bits)"
+        )
+    only_expected_files(workspace, {"shared.txt"})
+
+
+@pytest.mark.challenge
+@pytest.mark.parametrize("fault", [None, "unsupported", "one-refused"])
+def test_a_replaced_file_keeps_its_extended_attributes(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch, fault: str | None
+) -> None:
+    if not hasattr(os, "setxattr"):
+        pytest.skip("this platform has no os.setxattr")
+    target = workspace / "download.bin"
+    target.write_text("old\n")
+    listxattr, getxattr = os.listxattr, os.getxattr  # as they are, before a fault
+    try:
+        os.setxattr(target, "user.origin", b"https://example.org")
+        os.setxattr(target, "user.locked", b"1")
+    except OSError:
+        pytest.skip("this filesystem keeps no user extended attributes")
+    if fault == "unsupported":  # a filesystem without extended attributes
+
+        def unsupported(*args: object, **kwargs: object) -> list[str]:
+            raise OSError(errno.ENOTSUP, os.strerror(errno.ENOTSUP))
+
+        monkeypatch.setattr(os, "listxattr", unsupported)
+    if fault == "one-refused":  # security.* and trusted.* need rights a writer may lack
+        real_setxattr = os.setxattr
+
+        def setxattr(path: Any, attribute: str, *args: Any, **kwargs: Any) -> None:
+            if attribute == "user.locked":
+                raise PermissionError(errno.EPERM, os.strerror(errno.EPERM))
+            real_setxattr(path, attribute, *args, **kwargs)
+
+        monkeypatch.setattr(os, "setxattr", setxattr)
+    out = call_now(create_coding_tools(workspace), "write", path="download.bin", content="new\n")
+    assert not out.is_error, (
+        "invariant: extended attributes are kept where the filesystem and your rights allow; "
+        "one that cannot be read or set is skipped, never a reason to fail the write. Got: "
+        f"{text_of(out)!r}"
+    )
+    assert target.read_text() == "new\n"
+    kept = {n: getxattr(target, n) for n in listxattr(target) if n.startswith("user.")}
+    expected = {
+        None: {"user.origin": b"https://example.org", "user.locked": b"1"},
+        "unsupported": {},
+        "one-refused": {"user.origin": b"https://example.org"},
+    }[fault]
+    if fault != "unsupported":
+        assert kept == expected, (
+            "invariant: replacing a file keeps its extended attributes (os.listxattr, "
+            "os.getxattr, os.setxattr on the temp file before the rename), each one that can "
+            f"be set: expected {expected}, got {kept}"
+        )
+    only_expected_files(workspace, {"download.bin"})
+
+
+# A writer in another process: "crash" stops it at the rename (the temp file is written)
+# until it is killed; "leak" lets its rename fail and its cleanup do nothing, so that it
+# lives on beside the temp file it left.
+WRITER = """
+import asyncio, os, sys, threading
+from picourse.coding_tools import create_coding_tools
+from picourse.tool import ToolContext
+
+workspace, mode = sys.argv[1], sys.argv[2]
+
+def rename(*args, **kwargs):
+    if mode == "crash":
+        print("ready", flush=True)
+        threading.Event().wait()
+    raise OSError(28, "No space left on device")
+
+os.replace = os.rename = rename
+if mode == "leak":
+    os.unlink = os.remove = lambda *args, **kwargs: None
+tool = create_coding_tools(workspace).get("write")
+arguments = tool.schema.validate({"path": "f.txt", "content": "from another process\\n"})
+asyncio.run(tool.execute(arguments, ToolContext("writer", None, None)))
+print("done", flush=True)
+sys.stdin.read()
+"""
+
+
+def start_writer(workspace: Path, mode: str) -> subprocess.Popen[str]:
+    source = Path(picourse.__file__).resolve().parents[1]
+    path = os.pathsep.join(filter(None, [str(source), os.environ.get("PYTHONPATH")]))
+    writer = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(workspace), mode],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": path},
+    )
+    line = writer.stdout.readline().strip() if writer.stdout else ""  # blocks until it says
+    if line != {"crash": "ready", "leak": "done"}[mode]:
+        writer.kill()
+        _, errors = writer.communicate()
+        raise AssertionError(f"the {mode} writer process did not get to its point: {errors}")
+    return writer
+
+
+@pytest.mark.challenge
+@pytest.mark.parametrize("removable", [True, False], ids=["removable", "cannot-be-removed"])
+def test_temp_files_of_killed_writers_are_removed(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch, removable: bool
+) -> None:
+    live = start_writer(workspace, "leak")
+    try:
+        leaked = {p.name for p in workspace.iterdir()}
+        crashed = start_writer(workspace, "crash")
+        crashed.kill()  # killed between writing its temp file and the rename
+        crashed.communicate()
+        stale = {p.name for p in workspace.iterdir()} - leaked
+        assert stale, "the killed writer left no temp file in the target's directory"
+        # Many other files: a cleanup must look at every entry, whatever the order.
+        others = {f"note{n:02d}.txt" for n in range(40)}
+        for name in others:
+            (workspace / name).write_text("keep\n")
+        if not removable:  # another user's temp file in a shared (sticky) directory
+            real_unlink, real_remove = os.unlink, os.remove
+
+            def guarded(real: Callable[..., None]) -> Callable[..., None]:
+                def unlink(path: Any, *args: Any, **kwargs: Any) -> None:
+                    if os.path.basename(os.fspath(path)) in stale:
+                        raise PermissionError(errno.EPERM, os.strerror(errno.EPERM), path)
+                    real(path, *args, **kwargs)
+
+                return unlink
+
+            monkeypatch.setattr(os, "unlink", guarded(real_unlink))
+            monkeypatch.setattr(os, "remove", guarded(real_remove))
+        out = call_now(create_coding_tools(workspace), "write", path="f.txt", content="mine\n")
+        assert not out.is_error, (
+            "invariant: a temp file that cannot be removed is no reason to fail the write. "
+            f"Got: {text_of(out)!r}"
+        )
+        assert (workspace / "f.txt").read_text() == "mine\n"
+        present = {p.name for p in workspace.iterdir()}
+        assert present - leaked - others - stale == {"f.txt"}, (
+            f"no temp file of this write may be left behind, found {sorted(present)}"
+        )
+        if removable:
+            assert not present & stale, (
+                "invariant: a write removes the temp files that killed writers left in its "
+                "directory (a crash between creating the temp file and the rename): put the "
+                "process id in the temp name and remove a temp file whose process is gone "
+                f"(os.kill(pid, 0) raises ProcessLookupError). Left: {sorted(present & stale)}"
+            )
+    finally:
+        _, errors = live.communicate("")  # its stdin closes: it ends normally
+    assert live.returncode == 0, (
+        "invariant: looking for dead writers never disturbs a live process: os.kill(pid, 0) "
+        f"only asks; the live writer ended with {live.returncode}: {errors}"
+    )

@@ -5,7 +5,8 @@ queue. ``write_atomic`` creates parent directories, writes a temp file with a fr
 in the target's directory, fsyncs it, and renames it over the target; no temp file
 survives any path. A new file gets the usual ``0o666 & ~umask`` mode; a replaced file
 keeps its permission bits. Only a regular file may be replaced: a directory, a FIFO, a
-device or a socket is an error and stays as it is. Report ``WriteDetails`` (UTF-8 bytes).
+device or a socket is an error and stays as it is. Report ``WriteDetails`` (UTF-8 bytes)
+and the text ``Wrote 7 bytes to a/b/c.txt.``; every result names the file as given.
 Given helpers in ``files.py`` order writers across processes (``directory_lock``); using
 them is optional here.
 """

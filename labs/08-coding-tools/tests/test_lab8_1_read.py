@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from lab_helpers import call, call_now, end_or_release, play_fifo_writer, run, text_of, utf8_len
-from picourse.abort import AbortController
+from picourse.abort import AbortController, AbortSignal
 from picourse.coding_tools import ReadDetails, create_coding_tools
 from picourse.tool import ToolOutput, ToolRegistry
 
@@ -229,6 +229,19 @@ def test_a_last_line_without_newline_that_cannot_fit_is_refused_too(workspace: P
     assert "xxxxxxxxxx" not in text_of(out), "the error must not include part of the line"
 
 
+@pytest.mark.parametrize("ending", ["\n", ""], ids=["newline", "no-final-newline"])
+def test_a_files_only_line_that_cannot_fit_is_refused_not_cut(workspace: Path, ending: str) -> None:
+    (workspace / "f.txt").write_text("x" * 500 + ending)
+    out = call_now(tools(workspace, max_read_bytes=100), "read", path="f.txt")
+    assert out.is_error, (
+        "invariant: a line is shown whole or not at all, also when it is the file's only "
+        "line and no notice is needed: refuse it, never cut it to fit the budget. Got: "
+        f"{text_of(out)[:120]!r}"
+    )
+    assert "too small to return a complete line starting at line 1" in text_of(out)
+    assert "xxxxxxxxxx" not in text_of(out), "the error must not include part of the line"
+
+
 def test_memory_is_bounded_by_the_window_not_the_file_or_one_line(workspace: Path) -> None:
     # A 64 MiB file whose middle line alone is 64 MiB: neither the file nor that line may
     # be held in memory; a window of the lines around it is all a read keeps.
@@ -393,4 +406,38 @@ def test_an_abort_during_the_scan_ends_the_read(workspace: Path) -> None:
     early = run(call(tools(workspace), "read", {"path": "sparse.log"}, signal=controller.signal))
     assert early.is_error and "aborted" in text_of(early), (
         "a read whose signal is already aborted must end at once with an error saying 'aborted'"
+    )
+
+
+class ListenerCount(AbortSignal):
+    """A signal that counts the listeners added to it and still in place."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.active = 0
+
+    def add_listener(self, callback: Callable[[], object]) -> Callable[[], None]:
+        remove = super().add_listener(callback)
+        self.active += 1
+        removed = False
+
+        def counted_remove() -> None:
+            nonlocal removed
+            if not removed:
+                removed = True
+                self.active -= 1
+            remove()
+
+        return counted_remove
+
+
+@pytest.mark.parametrize("path", ["f.txt", "missing.txt"], ids=["success", "error"])
+def test_a_read_leaves_no_listener_on_the_signal(workspace: Path, path: str) -> None:
+    (workspace / "f.txt").write_text("one\ntwo\n")
+    signal = ListenerCount()
+    run(call(tools(workspace), "read", {"path": path}, signal=signal))
+    assert signal.active == 0, (
+        "invariant: a call leaves nothing behind on its signal: one signal serves a whole "
+        "turn, so a listener you add (signal.add_listener) must be removed (call the "
+        f"function it returned) before read returns, on every path. Left: {signal.active}"
     )

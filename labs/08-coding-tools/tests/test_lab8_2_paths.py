@@ -19,12 +19,16 @@ from picourse.tool import ToolOutput
 pytestmark = pytest.mark.lab8_2
 
 
-def refused(out: ToolOutput, why: str = "escapes the workspace") -> None:
+def refused(out: ToolOutput, why: str = "escapes the workspace", *, not_why: str = "") -> None:
     assert out.is_error, "a path that leaves the workspace must be refused"
     # Judge the words, not the paths quoted in them: a test's directory is named after
     # the test and may contain the very word looked for.
     words = re.sub(r"\S*/\S*", "", text_of(out))
     assert why in words, f"the refusal must say {why!r}, got: {text_of(out)}"
+    assert not not_why or not_why not in words, (
+        f"the refusal must not say {not_why!r} here: no {not_why} is involved, and a wrong "
+        f"reason misleads the model (check lexically first). Got: {text_of(out)}"
+    )
     assert "TOP SECRET" not in text_of(out), "nothing outside the workspace may be read"
 
 
@@ -42,11 +46,12 @@ def test_relative_and_absolute_paths_inside_the_workspace_are_allowed(workspace:
 @pytest.mark.parametrize("path", ["../outside/secret.txt", "sub/../../outside/secret.txt"])
 def test_dot_dot_out_of_the_workspace_is_refused(workspace: Path, outside: Path, path: str) -> None:
     (workspace / "sub").mkdir()
-    refused(call_now(create_coding_tools(workspace), "read", path=path))
+    refused(call_now(create_coding_tools(workspace), "read", path=path), not_why="symlink")
 
 
 def test_an_absolute_path_outside_is_refused(workspace: Path, outside: Path) -> None:
-    refused(call_now(create_coding_tools(workspace), "read", path=str(outside / "secret.txt")))
+    out = call_now(create_coding_tools(workspace), "read", path=str(outside / "secret.txt"))
+    refused(out, not_why="symlink")
 
 
 def test_a_sibling_that_shares_the_workspace_name_prefix_is_outside(workspace: Path) -> None:

@@ -6,12 +6,13 @@ tools; both go through the workspace resolver of Lab 8.2, and nothing they do wr
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 
 import pytest
 
-from lab_helpers import call_now, snapshot, text_of
+from lab_helpers import call, call_now, end_or_release, play_fifo_writer, run, snapshot, text_of
 from picourse.coding_tools import GlobDetails, ListDetails, create_coding_tools
 from picourse.tool import ToolOutput, ToolRegistry
 
@@ -204,6 +205,27 @@ def test_glob_reads_gitignore_from_the_workspace_root_wherever_it_searches(
     )
     assert lines_of(glob(project, "generated.py")) == ["generated.py"], (
         "/src/app/generated.py is anchored at the root: it ignores that one file only"
+    )
+
+
+def test_a_gitignore_that_is_a_fifo_never_stalls_glob(project: Path) -> None:
+    fifo = project / ".gitignore"
+    fifo.unlink()
+    os.mkfifo(fifo)
+
+    async def search() -> ToolOutput:
+        task = asyncio.ensure_future(call(tools(project), "glob", {"pattern": "*"}))
+        return await end_or_release(
+            task,
+            lambda: play_fifo_writer(fifo),
+            within=10,
+            failure="glob waited for a writer on a .gitignore that is a FIFO: open it with "
+            "files.open_regular_file, which refuses what is not a regular file without waiting",
+        )
+
+    out = run(search(), timeout=60)
+    assert not out.is_error and "README.md" in lines_of(out), (
+        f"a .gitignore that cannot be read is ignored: glob still answers. Got: {text_of(out)!r}"
     )
 
 

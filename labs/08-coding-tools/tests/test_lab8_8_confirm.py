@@ -381,6 +381,11 @@ def test_the_terminal_approver_shows_the_diff_in_colour_and_defaults_to_no(
     assert "a.txt" in shown and "+new" in shown and "\x1b[" in shown, (
         "the person sees the file, the diff, in colour"
     )
+    changed = [line for line in shown.splitlines() if "+new" in line or "-old" in line]
+    assert changed and all("\x1b[" in line for line in changed), (
+        "the diff's own lines are coloured (added and removed lines told apart at a glance): "
+        f"print it as rich's Syntax(diff, 'diff'), not as plain text. Got: {changed!r}"
+    )
     plain = re.sub(r"\x1b\[[0-9;]*m", "", shown)  # colours and highlighting aside
     assert "[y/N]" in plain, (
         "the question shows [y/N]: the default is no (rich reads [y/N] as markup unless "

@@ -269,6 +269,16 @@ def test_crlf_files_match_lf_old_text_and_keep_their_endings(workspace: Path) ->
     ), "old_text with \\n matches; every line keeps CRLF; untouched bytes stay as they were"
 
 
+def test_crlf_files_take_old_and_new_text_written_with_crlf_too(workspace: Path) -> None:
+    crlf = b"alpha\r\nbeta\r\ngamma\r\n"
+    assert edited_bytes(workspace, crlf, "beta\r\ngamma", "BETA\r\nGAMMA") == (
+        b"alpha\r\nBETA\r\nGAMMA\r\n"
+    ), (
+        "in a CRLF file, old_text and new_text written with \\r\\n mean the same lines as "
+        "with \\n: normalise both before applying, so that restoring CRLF never makes \\r\\r\\n"
+    )
+
+
 def test_a_utf8_bom_is_kept(workspace: Path) -> None:
     bom = b"\xef\xbb\xbfname = 'caf\xc3\xa9'\r\nsize = 1\r\n"
     assert edited_bytes(workspace, bom, "size = 1", "size = 2") == (

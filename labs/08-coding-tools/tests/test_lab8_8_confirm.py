@@ -121,10 +121,24 @@ def test_identical_content_asks_nothing_and_writes_nothing(workspace: Path, tool
     )
     out = call_now(tools(workspace, approver), tool, path="same.txt", **arguments)
     assert not out.is_error and approver.requests == [], "nothing to approve: do not ask"
+    assert "same.txt" in text_of(out), f"the result names the file: {text_of(out)!r}"
     if tool == "write":
         assert out.details == WriteDetails(str(path), 5)
     assert path.stat().st_ino == inode and path.stat().st_mtime_ns == 1_000_000_000, (
         "identical content must not be written again"
+    )
+
+
+@pytest.mark.parametrize("tool", ["write", "edit"])
+def test_a_special_file_behind_the_gate_is_refused_by_its_name(workspace: Path, tool: str) -> None:
+    os.mkfifo(workspace / "spool")
+    os.symlink("spool", workspace / "notes.txt")  # a name that says nothing of a FIFO
+    approver = Approver(True)
+    arguments = {"content": "x\n"} if tool == "write" else {"old_text": "a", "new_text": "b"}
+    out = call_now(tools(workspace, approver), tool, path="notes.txt", **arguments)
+    assert out.is_error and "notes.txt" in text_of(out) and approver.requests == [], (
+        "a FIFO is refused before anything is asked, and the refusal names the file as given: "
+        f"{text_of(out)!r}"
     )
 
 

@@ -407,6 +407,35 @@ def test_the_terminal_approver_shows_the_diff_in_colour_and_defaults_to_no(
     )
 
 
+def test_the_terminal_approver_names_the_file_before_its_diff() -> None:
+    screen = io.StringIO()
+    console = Console(file=screen, force_terminal=True, color_system="standard", width=80)
+    confirm = terminal_confirmer(answers=io.StringIO("n\n"), console=console)
+    # A diff whose own headers do not carry the request's path: only the line before it can.
+    request = ConfirmRequest("write", path="docs/plan.md", diff="--- a/x\n+++ b/x\n-old\n+new\n")
+    assert run(ask(confirm, request)) is False
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", screen.getvalue())
+    before_diff = plain.split("--- a/x")[0]
+    assert "docs/plan.md" in before_diff and "write" in before_diff, (
+        "the person is told which tool wants to change which file before the diff: print the "
+        f"request's tool and path first. Shown before the diff: {before_diff!r}"
+    )
+
+
+def test_a_file_that_is_not_utf8_still_gets_a_diff(workspace: Path) -> None:
+    path = workspace / "latin1.txt"
+    path.write_bytes(b"caf\xe9\n")  # Latin-1, not UTF-8
+    approver = Approver(True)
+    out = call_now(tools(workspace, approver), "write", path="latin1.txt", content="café\n")
+    assert not out.is_error, text_of(out)
+    (request,) = approver.requests
+    assert request.diff is not None and "+café" in request.diff, (
+        "old content that is not valid UTF-8 is still shown: decode it for the diff with "
+        f"errors='replace' (the file is written as given). Diff: {request.diff!r}"
+    )
+    assert path.read_text() == "café\n"
+
+
 class RecordingAnswers(io.StringIO):
     """Typed answers that note which thread reads them."""
 

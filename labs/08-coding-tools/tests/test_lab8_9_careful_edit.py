@@ -7,6 +7,7 @@ region in the result. One registry is one session: it remembers what it read.
 
 from __future__ import annotations
 
+import itertools
 import os
 from pathlib import Path
 from typing import Any
@@ -239,6 +240,30 @@ def test_a_line_number_prefix_gets_a_hint_to_drop_it(workspace: Path, app: Path)
     refused(out, app, SOURCE.encode(), "edits[0]", "no match", "prefix")
 
 
+def test_only_old_text_with_a_line_number_prefix_gets_the_prefix_hint(
+    workspace: Path, app: Path
+) -> None:
+    tools = session(workspace)
+    read(tools, "app.py")
+    out = edit(tools, "app.py", old_text="result = 7", new_text="result = 1")
+    refused(out, app, SOURCE.encode(), "edits[0]", "no match")
+    assert "prefix" not in text_of(out), (
+        "invariant: the hint to drop read's line-number prefix is for old_text that carries "
+        "one ('   4│ '); a plain mismatch must not claim it does. Give the prefix hint only "
+        f"when old_text holds such a prefix. Got: {text_of(out)!r}"
+    )
+
+
+def test_the_lines_of_several_matches_count_a_leading_empty_line(workspace: Path) -> None:
+    path = workspace / "blank.txt"
+    data = b"\nvalue\nother\nvalue\n"
+    path.write_bytes(data)
+    tools = session(workspace)
+    read(tools, "blank.txt")
+    out = edit(tools, "blank.txt", old_text="value", new_text="v")
+    refused(out, path, data, "edits[0]", "matches 2 times", "lines 2, 4")
+
+
 def test_an_edit_that_changes_nothing_is_refused_as_a_no_op(workspace: Path, app: Path) -> None:
     tools = session(workspace)
     read(tools, "app.py")
@@ -294,6 +319,174 @@ def test_a_file_with_mixed_endings_keeps_every_byte_outside_the_edit(workspace: 
 
 
 # ---------------------------------------------------------------- the result
+
+
+def test_a_file_that_is_not_utf8_is_refused_by_name(workspace: Path) -> None:
+    path = workspace / "file.txt"
+    data = b"ok = 1\n\xff\xfe = 2\n"
+    path.write_bytes(data)
+    tools = session(workspace)
+    read_first = call_now(tools, "read", path="file.txt", limit=1)  # a valid line: read works
+    assert not read_first.is_error, text_of(read_first)
+    out = edit(tools, "file.txt", old_text="ok = 1", new_text="ok = 3")
+    refused(out, path, data, "UTF-8", "file.txt")
+
+
+def numbered_lines(out: ToolOutput) -> list[int]:
+    """The line numbers the result shows, in order. Lines numbered one after the other are
+    printed one after the other, as read prints them."""
+    printed = text_of(out).splitlines()
+    numbered = [(i, int(line.split("│")[0])) for i, line in enumerate(printed) if "│" in line]
+    for (i, number), (j, following) in itertools.pairwise(numbered):
+        if following == number + 1:
+            assert j == i + 1, (
+                f"lines {number} and {following} are shown, so they are printed next to each "
+                f"other, numbered like read, with nothing in between: {text_of(out)!r}"
+            )
+    return [number for _, number in numbered]
+
+
+def lines_file(workspace: Path, name: str, text: str) -> ToolRegistry:
+    (workspace / name).write_text(text)
+    tools = session(workspace)
+    read(tools, name)
+    return tools
+
+
+SIXTY = "".join(f"line {n}\n" for n in range(1, 61))
+TWENTY_NEW = "".join(f"new {n}\n" for n in range(1, 21))
+
+
+def span(first: int, last: int) -> list[int]:
+    return list(range(first, last + 1))
+
+
+def test_replace_all_shows_each_multi_line_replacement_with_its_context_only(
+    workspace: Path,
+) -> None:
+    text = SIXTY
+    for number in (10, 30, 50):
+        text = text.replace(f"line {number}\n", "MARK\n")
+    tools = lines_file(workspace, "marks.txt", text)
+    new = "first\nsecond\nthird\n"
+    out = edit(tools, "marks.txt", old_text="MARK\n", new_text=new, replace_all=True)
+    assert not out.is_error, text_of(out)
+    assert (workspace / "marks.txt").read_text() == text.replace("MARK\n", new)
+    # each replacement adds two lines: they land on lines 10-12, 32-34 and 54-56
+    assert numbered_lines(out) == span(7, 15) + span(29, 37) + span(51, 59), (
+        "invariant: the snippet shows every line of each replacement where it landed (earlier "
+        "replacements that add lines move the later ones down), with 3 lines of context, and "
+        "no other line; the new text's final newline ends its last line, it does not pull in "
+        f"the next one. Track each replacement's position in the final text: {text_of(out)!r}"
+    )
+
+
+@pytest.mark.parametrize(
+    ("edits", "expected", "why"),
+    [
+        (
+            [
+                {"old_text": "line 50", "new_text": "fifty\nfifty-b\nc"},
+                {"old_text": "line 10\n", "new_text": "line 10\n" + TWENTY_NEW},
+            ],
+            span(7, 33) + span(67, 75),
+            "the second edit (lines 10-30) inserts 20 lines above the first, whose three lines "
+            "move from 50-52 to 70-72: all three are shown there",
+        ),
+        (
+            [
+                {"old_text": "line 50", "new_text": "fifty"},
+                {"old_text": "line 49\n", "new_text": "line 49\n" + TWENTY_NEW},
+            ],
+            span(46, 73),
+            "the second edit ends right where the first begins and inserts 20 lines: the "
+            "first edit's line moves from 50 to 70",
+        ),
+        (
+            [
+                {"old_text": "line 50", "new_text": "fifty"},
+                {
+                    "old_text": "".join(f"line {n}\n" for n in range(51, 59)),
+                    "new_text": "gone\n",
+                },
+            ],
+            span(47, 53),
+            "the second edit, right after the first, removes lines below it: the first edit "
+            "stays on line 50",
+        ),
+    ],
+    ids=["moved-down-by-a-later-edit", "later-edit-ends-where-it-begins", "later-edit-after-it"],
+)
+def test_the_result_shows_every_edit_of_a_batch_where_it_ended_up(
+    workspace: Path, edits: list[dict[str, str]], expected: list[int], why: str
+) -> None:
+    tools = lines_file(workspace, "notes.txt", SIXTY)
+    out = edit(tools, "notes.txt", edits=edits)
+    assert not out.is_error, text_of(out)
+    assert numbered_lines(out) == expected, (
+        f"invariant: {why}. The snippet shows each edit's lines in the final text with 3 "
+        "lines of context and no other line: move an earlier edit's region by exactly what "
+        f"later edits inserted or removed before it: {text_of(out)!r}"
+    )
+
+
+def test_an_edit_inside_an_earlier_edits_text_does_not_move_it(workspace: Path) -> None:
+    tools = lines_file(workspace, "notes.txt", SIXTY)
+    out = edit(
+        tools,
+        "notes.txt",
+        edits=[
+            {"old_text": "line 50", "new_text": "fifty\n" + TWENTY_NEW + "end"},
+            {"old_text": TWENTY_NEW, "new_text": "short\n"},
+        ],
+    )
+    assert not out.is_error, text_of(out)
+    shown = numbered_lines(out)
+    assert set(span(47, 55)) <= set(shown) and min(shown) == 47, (
+        "invariant: the second edit changes text inside the first one's new text (now lines "
+        "50-52), which does not move where the first edit begins: the snippet starts 3 lines "
+        f"above line 50 and shows lines 47-55: {text_of(out)!r}"
+    )
+
+
+def test_the_result_counts_a_leading_empty_line_and_shows_line_1(workspace: Path) -> None:
+    text = "\n" + "".join(f"line {n}\n" for n in range(2, 61))
+    tools = lines_file(workspace, "blank.txt", text)
+    out = edit(
+        tools,
+        "blank.txt",
+        edits=[
+            {"old_text": "line 2\n", "new_text": "two\n"},
+            {"old_text": "line 20\n", "new_text": "twenty\n"},
+        ],
+    )
+    assert not out.is_error, text_of(out)
+    assert numbered_lines(out) == span(1, 5) + span(17, 23), (
+        "invariant: the snippet numbers lines like read, an empty first line included (it is "
+        "line 1, and context reaches it), and shows 3 lines of context around each edit: "
+        f"{text_of(out)!r}"
+    )
+
+
+def test_the_result_of_a_one_line_file_shows_one_line(workspace: Path) -> None:
+    tools = lines_file(workspace, "one.txt", "x = 1\n")
+    out = edit(tools, "one.txt", old_text="x = 1", new_text="x = 2")
+    assert not out.is_error, text_of(out)
+    assert numbered_lines(out) == [1], (
+        "invariant: the final newline ends line 1, it does not start a line 2, also when the "
+        f"file has a single line: {text_of(out)!r}"
+    )
+
+
+def test_an_edit_that_adds_many_lines_applies(workspace: Path) -> None:
+    tools = lines_file(workspace, "notes.txt", SIXTY)
+    added = "".join(f"added {n}\n" for n in range(1, 101))
+    out = edit(tools, "notes.txt", old_text="line 10\n", new_text="line 10\n" + added)
+    assert not out.is_error, (
+        "invariant: an edit whose region is long (100 new lines) applies like any other; "
+        f"however the result shortens a long snippet, it must not fail: {text_of(out)!r}"
+    )
+    assert (workspace / "notes.txt").read_text() == SIXTY.replace("line 10\n", "line 10\n" + added)
 
 
 def test_the_result_shows_the_edited_region_where_the_edit_happened(workspace: Path) -> None:

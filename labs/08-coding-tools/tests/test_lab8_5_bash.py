@@ -12,6 +12,7 @@ import shlex
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import tracemalloc
 from collections.abc import Callable, Iterator
@@ -21,7 +22,15 @@ from typing import Any
 import psutil
 import pytest
 
-from lab_helpers import call, call_now, run, text_of, utf8_len, wait_for_file
+from lab_helpers import (
+    call,
+    call_now,
+    raise_task_failures,
+    run,
+    text_of,
+    utf8_len,
+    wait_for_file,
+)
 from picourse.abort import AbortController, AbortSignal
 from picourse.coding_tools import BashDetails, create_coding_tools
 from picourse.coding_tools.output_budget import OutputBudget
@@ -62,14 +71,19 @@ FAMILY = """
 """
 
 
-def assert_gone(pid: int, script_name: str) -> None:
+def still_running(pid: int, script_name: str) -> bool:
+    """Whether the process runs this test's script (not a zombie, not a reused pid)."""
     try:
         process = psutil.Process(pid)
         alive = process.status() != psutil.STATUS_ZOMBIE
         ours = any(script_name in part for part in process.cmdline())
     except psutil.NoSuchProcess:
-        return
-    assert not (alive and ours), (
+        return False
+    return alive and ours
+
+
+def assert_gone(pid: int, script_name: str) -> None:
+    assert not still_running(pid, script_name), (
         f"process {pid} ({script_name}) outlived the bash call: signal the whole process group "
         "(os.killpg), and wait for the cleanup before returning"
     )
@@ -143,6 +157,101 @@ def spy_on_listeners(signal: AbortSignal) -> Callable[[], int]:
 
     signal.add_listener = add_and_track  # type: ignore[method-assign]
     return lambda: len(active)
+
+
+# A TERM handler that needs a moment to clean up (0.4 s), then records that it finished. A
+# second SIGTERM (a tool may send one to the group and one to each process) changes nothing.
+SLOW_CLEANUP = """
+    import os, signal, time
+    handling = False
+    def clean_up(signum, frame):
+        global handling
+        if handling:
+            return
+        handling = True
+        time.sleep(0.4)  # flushing, removing temporary files...
+        with open("cleaned-up", "w") as f:
+            f.write("done\\n")
+        os._exit(0)
+    signal.signal(signal.SIGTERM, clean_up)
+    with open("family.pid", "w") as f:
+        f.write(f"{os.getpid()}\\n")
+    for _ in range(2400):  # a leftover still ends by itself, in 2 minutes
+        time.sleep(0.05)
+"""
+
+# A TERM handler that cleans up in a handshake with the test's event loop: it writes ping-N
+# and waits for pong-N, which only a task on that loop writes, HANDSHAKE_ROUNDS times. It
+# records "graceful" only if all rounds end within 0.7 s of the SIGTERM, before any grace of
+# about 1 s runs out. While the loop is blocked no pong comes: the rounds cannot finish.
+HANDSHAKE_ROUNDS = 5
+HANDSHAKE = f"""
+    import os, signal, time
+    handling = False
+    def clean_up(signum, frame):
+        global handling
+        if handling:
+            return
+        handling = True
+        deadline = time.monotonic() + 0.7
+        for n in range({HANDSHAKE_ROUNDS}):
+            with open(f"ping-{{n}}", "w") as f:
+                f.write("ping\\n")
+            while not os.path.exists(f"pong-{{n}}"):
+                if time.monotonic() > deadline:
+                    os._exit(1)
+                time.sleep(0.005)
+        if time.monotonic() <= deadline:
+            with open("graceful", "w") as f:
+                f.write("done\\n")
+        os._exit(0)
+    signal.signal(signal.SIGTERM, clean_up)
+    with open("family.pid", "w") as f:
+        f.write(f"{{os.getpid()}}\\n")
+    for _ in range(2400):  # a leftover still ends by itself, in 2 minutes
+        time.sleep(0.05)
+"""
+
+
+async def answer_pings(workspace: Path, call: asyncio.Task[Any]) -> None:
+    """The event loop's side of HANDSHAKE: answer each ping-N with pong-N while the call
+    runs. It can only answer when the loop is free to run it."""
+    for n in range(HANDSHAKE_ROUNDS):
+        while not (workspace / f"ping-{n}").exists():
+            if call.done():
+                return
+            await asyncio.sleep(0.005)
+        (workspace / f"pong-{n}").write_text("pong\n")
+
+
+# The timer of a call under test: its timeout is this far away, well past anything else the
+# test's loop schedules (the test deadline is 15 s).
+FAR_TIMEOUT_MS = 600_000
+
+
+def far_timers(loop: asyncio.AbstractEventLoop) -> list[asyncio.TimerHandle]:
+    """Timer handles on the loop that are still pending and due more than 300 s from now:
+    whatever a call with FAR_TIMEOUT_MS scheduled for its timeout (call_later, call_at,
+    asyncio.timeout, wait_for and asyncio.sleep all put one there)."""
+    scheduled: list[asyncio.TimerHandle] = getattr(loop, "_scheduled", [])
+    horizon = loop.time() + 300
+    return [handle for handle in scheduled if not handle.cancelled() and handle.when() > horizon]
+
+
+async def leftovers_on_the_loop(
+    before: set[asyncio.Task[Any]],
+) -> tuple[list[asyncio.TimerHandle], set[asyncio.Task[Any]]]:
+    """The call's timers still pending and its tasks still unfinished after it returned.
+    A task cancelled on the way out needs a few loop iterations to finish: give it up to
+    2 s, returning as soon as nothing is left."""
+    loop = asyncio.get_running_loop()
+    deadline = time.monotonic() + 2
+    while True:
+        timers = far_timers(loop)
+        tasks = asyncio.all_tasks() - before - {asyncio.current_task()}
+        if (not timers and not tasks) or time.monotonic() > deadline:
+            return timers, tasks
+        await asyncio.sleep(0.01)
 
 
 @pytest.fixture
@@ -243,6 +352,92 @@ def test_the_grace_after_sigterm_is_short(workspace: Path) -> None:
     )
 
 
+def test_the_group_gets_a_grace_to_clean_up_before_sigkill(workspace: Path) -> None:
+    command = script(workspace, "slow_cleanup.py", SLOW_CLEANUP)
+
+    out, _ = abort_when_ready(workspace, command)
+    assert out.details.aborted, text_of(out)
+    assert (workspace / "cleaned-up").exists(), (
+        "the command got SIGTERM and needed 0.4 s to clean up, but was killed before it could: "
+        "after SIGTERM, give the group a short grace (about 1 s, at most 2 s) to exit, and "
+        "SIGKILL only what is still left after it"
+    )
+
+
+def test_the_event_loop_keeps_running_during_the_grace(workspace: Path) -> None:
+    command = script(workspace, "handshake.py", HANDSHAKE)
+
+    async def scenario() -> ToolOutput:
+        controller = AbortController()
+        task = asyncio.create_task(
+            call(unrestricted(workspace), "bash", {"command": command}, signal=controller.signal)
+        )
+        await wait_for_file(workspace / "family.pid", task)
+        answerer = asyncio.create_task(answer_pings(workspace, task))
+        controller.abort("user pressed Esc")
+        try:
+            return await task
+        finally:
+            answerer.cancel()
+            await asyncio.wait({answerer})
+
+    out = run(scenario())
+    assert out.details.aborted, text_of(out)
+    answered = sum((workspace / f"pong-{n}").exists() for n in range(HANDSHAKE_ROUNDS))
+    assert (workspace / "graceful").exists(), (
+        f"after SIGTERM the command's cleanup needed {HANDSHAKE_ROUNDS} answers from a task on "
+        f"the event loop within 0.7 s and did not get them ({answered} in all): the event loop "
+        "must keep running during the grace. Wait it out without blocking the loop (await "
+        "asyncio.sleep between checks, or asyncio.to_thread for a blocking wait), never "
+        "time.sleep on the loop's thread; and give the group that grace (about 1 s) before SIGKILL"
+    )
+
+
+def test_a_cancelled_call_leaves_no_process_running(workspace: Path) -> None:
+    # "; true" keeps bash running as the parent of the command's child and grandchild.
+    command = script(workspace, "cancelled.py", FAMILY) + "; true"
+
+    async def scenario() -> tuple[asyncio.Task[ToolOutput], bool, int]:
+        controller = AbortController()
+        listeners = spy_on_listeners(controller.signal)
+        task = asyncio.create_task(
+            call(
+                unrestricted(workspace, bash_timeout_ms=FAR_TIMEOUT_MS),
+                "bash",
+                {"command": command},
+                signal=controller.signal,
+            )
+        )
+        await wait_for_file(workspace / "family.pid", task)
+        task.cancel()  # as when the agent loop around the call is torn down
+        done, _ = await asyncio.wait({task}, timeout=10)
+        return task, bool(done), listeners()
+
+    task, finished, listeners = run(scenario())
+    assert finished, (
+        "the call was cancelled and had not finished 10 s later: clean up (kill the group) "
+        "and let the cancellation through"
+    )
+    if not task.cancelled():
+        raise_task_failures(task)
+    family = [int(pid) for pid in (workspace / "family.pid").read_text().split()]
+    # A process SIGKILLed as the call ended may need a moment to die: wait for that, briefly.
+    deadline = time.monotonic() + 2
+    while time.monotonic() < deadline and any(still_running(p, "cancelled.py") for p in family):
+        time.sleep(0.01)
+    running = [pid for pid in family if still_running(pid, "cancelled.py")]
+    assert not running, (
+        f"processes {running} of the command still run after its call was cancelled: when "
+        "the call's task is cancelled (the agent loop around it is torn down), kill the whole "
+        "process group before the cancellation goes on (in a finally block, or on "
+        "asyncio.CancelledError): nothing the command started may outlive the call"
+    )
+    assert listeners == 0, (
+        "the abort listener is still registered after the call was cancelled: remove it on "
+        "every path, cancellation included (in a finally block)"
+    )
+
+
 def test_bash_runs_the_command_in_a_new_session_it_leads(workspace: Path) -> None:
     command = f"echo shell $$; {PY} -c \"import os; print('child', os.getsid(0), os.getpgrp())\""
     out = call_now(unrestricted(workspace), "bash", command=command)
@@ -291,6 +486,33 @@ def test_the_abort_listener_is_removed_when_the_call_ends(workspace: Path, endin
     assert left() == 0, (
         f"{left()} abort listener(s) still registered after the call ended ({ending}): remove "
         "the listener on every path (the function add_listener returns), or each call leaks one"
+    )
+
+
+@pytest.mark.parametrize("ending", ["exit", "abort"])
+def test_the_timer_is_removed_when_the_call_ends(workspace: Path, ending: str) -> None:
+    command = "true" if ending == "exit" else "echo ready > ready.txt; sleep 30"
+
+    async def scenario() -> tuple[ToolOutput, list[asyncio.TimerHandle], set[asyncio.Task[Any]]]:
+        before = asyncio.all_tasks()
+        controller = AbortController()
+        tools = create_coding_tools(workspace, bash_timeout_ms=FAR_TIMEOUT_MS)
+        task = asyncio.create_task(
+            call(tools, "bash", {"command": command}, signal=controller.signal)
+        )
+        if ending == "abort":
+            await wait_for_file(workspace / "ready.txt", task)
+            controller.abort("user pressed Esc")
+        out = await task
+        return (out, *await leftovers_on_the_loop(before | {task}))
+
+    out, timers, tasks = run(scenario())
+    assert out.details.aborted == (ending == "abort"), text_of(out)
+    assert not timers and not tasks, (
+        f"after the call ended ({ending}), its timeout timer (or a task of the call) is still "
+        f"pending on the event loop: {timers or tasks}. Remove the timer on every path (cancel "
+        "the handle or the task, or leave the asyncio.timeout block), or every call leaves one "
+        "behind until it fires"
     )
 
 
@@ -377,6 +599,20 @@ def test_a_failed_command_keeps_its_status_and_the_notice_within_the_budget(
         "the status line of a failed command counts against the budget too: reserve its bytes "
         "(render(reserve=...)) before cutting, so that the notice still ends the text"
     )
+
+
+def test_stdout_and_stderr_share_one_budget(workspace: Path) -> None:
+    command = "printf 'o%.0s' {1..600}; printf 'e%.0s' {1..600} >&2"  # 1200 bytes in all
+    out = call_now(
+        create_coding_tools(workspace, max_bash_output_bytes=1000), "bash", command=command
+    )
+    assert not out.is_error, text_of(out)
+    assert utf8_len(text_of(out)) <= 1000 and text_of(out).endswith("\n[output truncated]"), (
+        f"600 bytes on stdout and 600 on stderr do not fit a budget of 1000, got "
+        f"{utf8_len(text_of(out))} bytes ending {text_of(out)[-30:]!r}: feed both pipes into "
+        "one OutputBudget, so the truncated text ends with the notice on a line of its own"
+    )
+    assert out.details.truncated
 
 
 def test_a_budget_smaller_than_the_notice_still_holds(workspace: Path) -> None:
@@ -645,3 +881,320 @@ def test_a_descendant_that_escaped_with_setsid_is_cleaned_up(workspace: Path) ->
     out = call_now(unrestricted(workspace), "bash", command=command)
     assert not out.is_error, text_of(out)
     assert_gone(int((workspace / "escapee.pid").read_text()), "escapee.py")
+
+
+# ---------------------------------------------------------------- how each ending reads
+
+
+@pytest.fixture
+def without_cgroups(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run as on a machine without cgroup v2 delegation (macOS, most containers and CI
+    runners): the given CommandScope, if the tool uses it, falls back to the process group,
+    the subreaper and its marker. A tool that does not use it is not affected."""
+    monkeypatch.setattr("picourse.coding_tools.command_scope._new_cgroup", lambda marker: None)
+
+
+def refuse_to_spawn(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Make every way of starting a process fail and record the attempt."""
+    spawned: list[str] = []
+
+    def refuse(name: str) -> Callable[..., Any]:
+        def spawn(*args: Any, **kwargs: Any) -> Any:
+            spawned.append(name)
+            raise OSError(f"test: {name} called for a command that must not run")
+
+        return spawn
+
+    monkeypatch.setattr(subprocess.Popen, "_execute_child", refuse("subprocess"))
+    monkeypatch.setattr(os, "posix_spawn", refuse("os.posix_spawn"))
+    monkeypatch.setattr(os, "fork", refuse("os.fork"))
+    return spawned
+
+
+def kill_and_reap(pid_file: Path) -> None:
+    """SIGKILL the process whose pid the file holds (if it is still there) and wait for it."""
+    if not pid_file.exists():
+        return
+    try:
+        process = psutil.Process(int(pid_file.read_text()))
+        process.kill()
+        process.wait(timeout=5)
+    except (psutil.Error, ValueError):
+        pass
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["cat /etc/hostname", "echo a\0b", "echo \ud800"],
+    ids=["guardrail", "NUL", "lone-surrogate"],
+)
+def test_a_refused_command_reports_not_started_in_its_details(
+    workspace: Path, command: str
+) -> None:
+    out = call_now(create_coding_tools(workspace), "bash", command=command)
+    assert out.is_error, text_of(out)
+    assert out.details == BashDetails(command, None, False, False, False), (
+        f"a command that never ran was reported as {out.details}: it did not exit, time out, "
+        "get aborted or print anything, so exit_code is None and timed_out, aborted and "
+        "truncated are all False"
+    )
+
+
+@pytest.mark.parametrize(
+    ("command", "problem"),
+    [("echo a\0b", "nul"), ("echo \ud800", "surrogate")],
+    ids=["NUL", "lone-surrogate"],
+)
+def test_a_command_bash_cannot_receive_spawns_nothing_and_says_why(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch, command: str, problem: str
+) -> None:
+    spawned = refuse_to_spawn(monkeypatch)
+    out = call_now(create_coding_tools(workspace), "bash", command=command)
+    assert not spawned, (
+        f"the call tried to start a process ({spawned[0]}) for a command no program can "
+        "receive: check for a NUL character and a lone surrogate before spawning anything"
+    )
+    assert out.is_error and problem in text_of(out).lower(), (
+        f"the error must name the problem ({problem!r}) so that the model can fix the "
+        f"command; got {text_of(out)!r}"
+    )
+
+
+def test_an_abort_before_start_says_the_run_was_aborted(workspace: Path) -> None:
+    controller = AbortController()
+    controller.abort()
+    out = run(
+        call(create_coding_tools(workspace), "bash", {"command": "true"}, signal=controller.signal)
+    )
+    assert out.is_error and "abort" in text_of(out).lower(), (
+        f"an already-aborted call must say that the run was aborted; got {text_of(out)!r}"
+    )
+
+
+def test_a_silent_success_is_a_short_status_and_not_truncated(workspace: Path) -> None:
+    out = call_now(create_coding_tools(workspace), "bash", command="true")
+    assert not out.is_error and "exit 0" in text_of(out), (
+        f"a command that prints nothing gives a short status such as '(no output, exit 0)', "
+        f"got {text_of(out)!r}"
+    )
+    assert out.details == BashDetails("true", 0, False, False, False), (
+        f"nothing was printed, so nothing was truncated: {out.details}"
+    )
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        ("exit 3", "exit 3"),
+        ("echo partial; exit 3", "exit 3"),
+        ("kill -KILL $$", "signal 9"),
+    ],
+    ids=["silent-failure", "failure-with-output", "killed"],
+)
+def test_the_text_tells_how_the_command_ended(workspace: Path, command: str, expected: str) -> None:
+    out = call_now(create_coding_tools(workspace), "bash", command=command)
+    assert out.is_error and expected in text_of(out), (
+        f"the model sees only the text: it must say how {command!r} ended ({expected!r}), "
+        f"with or without output; got {text_of(out)!r}"
+    )
+    if command.startswith("echo"):
+        assert "partial" in text_of(out), "the output before the failure must be kept"
+
+
+def test_the_text_tells_a_timeout_and_its_length(workspace: Path) -> None:
+    out = call_now(create_coding_tools(workspace, bash_timeout_ms=1500), "bash", command="sleep 30")
+    assert out.details.timed_out, text_of(out)
+    assert "timed out" in text_of(out) and any(
+        length in text_of(out) for length in ("1.5s", "1.5 s", "1500 ms", "1500ms")
+    ), f"the text must say that the command timed out, and after how long: {text_of(out)!r}"
+
+
+def test_the_text_tells_an_abort(workspace: Path) -> None:
+    out, _ = abort_when_ready(workspace, "echo $$ > family.pid; sleep 30")
+    assert out.details.aborted and "abort" in text_of(out).lower(), (
+        f"the text must say that the command was aborted: {text_of(out)!r}"
+    )
+
+
+def test_render_stays_within_limit_minus_reserve() -> None:
+    budget = OutputBudget(30)
+    budget.add(b"x")
+    text, truncated = budget.render(reserve=30)
+    assert text == "" and truncated, (
+        f"render(reserve=30) of a 30-byte budget has no room left, got {(text, truncated)!r}: "
+        "the text, notice included, stays within limit - reserve bytes, and output that is "
+        "not shown counts as truncated"
+    )
+    text, truncated = budget.render(reserve=29)
+    assert text == "x" and not truncated, "one byte of room holds the one byte of output"
+
+
+def test_truncation_keeps_every_byte_that_fits() -> None:
+    budget = OutputBudget(100)
+    budget.add(b"x" * 200)
+    text, truncated = budget.render()
+    assert truncated and text == "x" * 81 + "\n[output truncated]", (
+        f"a budget of 100 holds 81 bytes of output, the newline and the 18-byte notice; got "
+        f"{utf8_len(text)} bytes: {text!r}. Keep as much output as fits"
+    )
+
+
+def test_output_past_a_budget_filled_exactly_is_truncated(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The first read brings exactly max_bash_output_bytes; only then does more output come.
+    add = OutputBudget.add
+
+    def add_and_tell(self: OutputBudget, data: bytes) -> None:
+        add(self, data)
+        (workspace / "read.txt").write_text("read\n")
+
+    monkeypatch.setattr(OutputBudget, "add", add_and_tell)
+    command = script(
+        workspace,
+        "exact_then_more.py",
+        """
+        import os, sys, time
+        sys.stdout.buffer.write(b"x" * 1000)
+        sys.stdout.flush()
+        end = time.monotonic() + 5  # a tool that adds later still gets the rest
+        while not os.path.exists("read.txt") and time.monotonic() < end:
+            time.sleep(0.01)
+        sys.stdout.buffer.write(b"y" * 5000)
+        sys.stdout.flush()
+    """,
+    )
+    out = call_now(unrestricted(workspace, max_bash_output_bytes=1000), "bash", command=command)
+    assert out.details.exit_code == 0, text_of(out)
+    assert out.details.truncated and text_of(out).endswith("\n[output truncated]"), (
+        "1000 bytes filled the budget exactly, then 5000 more came: the result is truncated and "
+        "ends with the notice. Every byte still goes through the budget (add), which notes "
+        f"that it did not fit; got {utf8_len(text_of(out))} bytes, truncated="
+        f"{out.details.truncated}"
+    )
+
+
+def test_a_background_process_without_the_environment_dies_with_the_group(
+    workspace: Path, without_cgroups: None
+) -> None:
+    child = script(
+        workspace,
+        "bare.py",
+        """
+        import os, time
+        with open("bare.pid", "w") as f:
+            f.write(f"{os.getpid()}\\n")
+        for _ in range(120):  # a leftover still ends by itself, in 2 minutes
+            time.sleep(1)
+    """,
+    )
+    command = f"env -i {child} & while [ ! -s bare.pid ]; do sleep 0.01; done; echo started"
+    try:
+        out = call_now(unrestricted(workspace), "bash", command=command)
+        assert not out.is_error and "started" in text_of(out), text_of(out)
+        assert_gone(int((workspace / "bare.pid").read_text()), "bare.py")
+    finally:
+        kill_and_reap(workspace / "bare.pid")
+
+
+@pytest.mark.challenge
+def test_a_setsid_escapee_is_cleaned_up_without_cgroups(
+    workspace: Path, without_cgroups: None
+) -> None:
+    command = script(
+        workspace,
+        "escapee_nocg.py",
+        """
+        import os, time
+        if os.fork() == 0:
+            os.setsid()  # a new session: no longer in the tool's process group
+            with open("escapee.pid", "w") as f:
+                f.write(f"{os.getpid()}\\n")
+            for _ in range(120):  # a leftover still ends by itself, in 2 minutes
+                time.sleep(1)
+        while not os.path.exists("escapee.pid"):
+            time.sleep(0.01)
+    """,
+    )
+    try:
+        out = call_now(unrestricted(workspace), "bash", command=command)
+        assert not out.is_error, text_of(out)
+        assert_gone(int((workspace / "escapee.pid").read_text()), "escapee_nocg.py")
+    finally:
+        kill_and_reap(workspace / "escapee.pid")
+
+
+@pytest.mark.challenge
+def test_an_escapee_holding_the_pipes_does_not_keep_the_call_alive(
+    workspace: Path, without_cgroups: None
+) -> None:
+    # The holder leaves the session and drops the environment: no sweep finds it without a
+    # cgroup. It keeps stdout and stderr open and prints nothing more.
+    holder = script(
+        workspace,
+        "holder.py",
+        """
+        import os, time
+        os.setsid()
+        with open("holder.pid", "w") as f:
+            f.write(f"{os.getpid()}\\n")
+        for _ in range(120):  # a leftover still ends by itself, in 2 minutes
+            time.sleep(1)
+    """,
+    )
+    command = (
+        f"env -i {holder} & while [ ! -s holder.pid ]; do sleep 0.01; done; "
+        "printf 'x%.0s' {1..5000}"
+    )
+    released = []
+
+    def release() -> None:  # a safety net: only if the call still hangs after 10 s
+        released.append(True)
+        kill_and_reap(workspace / "holder.pid")
+
+    watchdog = threading.Timer(10, release)
+    watchdog.start()
+    try:
+        out = call_now(unrestricted(workspace, max_bash_output_bytes=1000), "bash", command=command)
+    finally:
+        watchdog.cancel()
+        watchdog.join()
+        kill_and_reap(workspace / "holder.pid")
+    assert not released, (
+        "the call did not return while an escaped process held its pipes open: after the "
+        "shell exits and the group is ended, stop reading after a short drain (about 2 s)"
+    )
+    assert out.details.exit_code == 0 and out.details.truncated, text_of(out)
+
+
+@pytest.mark.challenge
+def test_the_longest_command_linux_passes_still_runs(workspace: Path) -> None:
+    prefix = "echo ran #"
+    command = prefix + "x" * (131071 - len(prefix))  # 131071 bytes: with its NUL, 128 KiB
+    out = call_now(create_coding_tools(workspace), "bash", command=command)
+    assert not out.is_error and "ran" in text_of(out), (
+        "a command of 131071 bytes fits in one argument (Linux allows 131072 with the NUL): "
+        f"refuse only longer ones; got {text_of(out)[:200]!r}"
+    )
+
+
+@pytest.mark.challenge
+def test_a_command_too_long_for_the_system_says_how_to_run_a_script(workspace: Path) -> None:
+    out = call_now(create_coding_tools(workspace), "bash", command="echo " + "x" * 200_000)
+    assert out.is_error and "bash script.sh" in text_of(out), (
+        "a command too long for the system suggests writing it to a file and running "
+        f"'bash script.sh'; got {text_of(out)[:300]!r}"
+    )
+
+
+@pytest.mark.challenge
+def test_a_missing_workspace_error_names_the_directory(tmp_path: Path) -> None:
+    gone = tmp_path / "deleted-workspace"
+    gone.mkdir()
+    registry = create_coding_tools(gone)
+    gone.rmdir()
+    out = call_now(registry, "bash", command="echo hi")
+    assert out.is_error and str(gone) in text_of(out), (
+        f"a command that cannot start because the workspace is gone must say which directory "
+        f"is missing; got {text_of(out)[:300]!r}"
+    )

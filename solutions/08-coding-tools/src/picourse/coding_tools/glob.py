@@ -155,7 +155,19 @@ def _gitignore(workspace: str) -> pathspec.GitIgnoreSpec | None:
             lines = file.read(_MAX_GITIGNORE_BYTES).decode("utf-8").splitlines()
     except (OSError, UnicodeDecodeError):
         return None
-    return pathspec.GitIgnoreSpec.from_lines(lines)
+    try:
+        return pathspec.GitIgnoreSpec.from_lines(lines)
+    except (ValueError, re.error):
+        # As git does, skip the patterns that cannot be read (`!`, `foo\`, `[z-a]`).
+        return pathspec.GitIgnoreSpec.from_lines(line for line in lines if _readable(line))
+
+
+def _readable(line: str) -> bool:
+    try:
+        pathspec.GitIgnoreSpec.from_lines([line])
+    except (ValueError, re.error):
+        return False
+    return True
 
 
 def _relative(start: str, path: str) -> str:

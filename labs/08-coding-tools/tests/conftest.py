@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import gc
-from collections.abc import Generator
+import os
+import stat
+from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import pytest
@@ -41,11 +44,26 @@ def reap_processes_left_behind(request: pytest.FixtureRequest) -> Generator[None
 
 
 @pytest.fixture
-def workspace(tmp_path: Path) -> Path:
+def workspace(tmp_path: Path) -> Iterator[Path]:
     """An empty workspace directory; `outside` is its sibling, for escape attempts."""
     root = tmp_path / "workspace"
     root.mkdir()
-    return root
+    yield root
+    _release_fifos(tmp_path)
+
+
+def _release_fifos(directory: Path) -> None:
+    """Code under test that opened a FIFO without O_NONBLOCK waits in a worker thread for
+    the other end forever, and the interpreter waits for that thread when it exits: open
+    the other end of every FIFO once, so that no test run hangs after its last test."""
+    for folder, _, names in os.walk(directory):
+        for name in names:
+            path = os.path.join(folder, name)
+            if not stat.S_ISFIFO(os.lstat(path).st_mode):
+                continue
+            for flags in (os.O_WRONLY | os.O_NONBLOCK, os.O_RDONLY | os.O_NONBLOCK):
+                with contextlib.suppress(OSError):  # ENXIO: nobody waits on the other end
+                    os.close(os.open(path, flags))
 
 
 @pytest.fixture

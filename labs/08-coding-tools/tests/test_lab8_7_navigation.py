@@ -181,6 +181,31 @@ def test_glob_searches_below_a_path_and_answers_relative_to_the_workspace(
     ], "the pattern is relative to path; the answer is relative to the workspace"
 
 
+@pytest.mark.parametrize(
+    ("pattern", "expected"),
+    [
+        ("aab.py", ["aab.py"]),
+        ("test_*.py", ["test_a.py"]),
+        ("*a*bc*c", ["abcbc"]),
+        ("*s", ["docs/", "tests/"]),
+        ("*test*", ["test_a.py", "tests/"]),
+        ("*p", ["app"]),
+    ],
+)
+def test_glob_patterns_mean_exactly_what_they_say(
+    workspace: Path, pattern: str, expected: list[str]
+) -> None:
+    for name in ("aab.py", "ab.py", "test_a.py", "best_a.py", "abcbc", "app"):
+        (workspace / name).write_text("")
+    for folder in ("docs", "tests"):
+        (workspace / folder).mkdir()
+    assert sorted(lines_of(glob(workspace, pattern))) == sorted(expected), (
+        f"{pattern!r}: '*' is any characters within a name (none included), letters match "
+        "themselves and nothing else: a regular expression that merges, drops or reorders "
+        f"parts of the pattern matches the wrong names. Expected {expected}"
+    )
+
+
 def test_glob_takes_every_other_character_literally(workspace: Path) -> None:
     for name in ("notes.md", "notes-md", "a+b.py", "aab.py", "(x).txt", "x.txt"):
         (workspace / name).write_text("")

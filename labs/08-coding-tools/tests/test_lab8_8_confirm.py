@@ -133,9 +133,16 @@ def test_identical_content_asks_nothing_and_writes_nothing(workspace: Path, tool
 def test_a_special_file_behind_the_gate_is_refused_by_its_name(workspace: Path, tool: str) -> None:
     os.mkfifo(workspace / "spool")
     os.symlink("spool", workspace / "notes.txt")  # a name that says nothing of a FIFO
+    (workspace / "plain.txt").write_text("a\n")
     approver = Approver(True)
     arguments = {"content": "x\n"} if tool == "write" else {"old_text": "a", "new_text": "b"}
-    out = call_now(tools(workspace, approver), tool, path="notes.txt", **arguments)
+    registry = tools(workspace, approver)
+    asked = call_now(registry, tool, path="plain.txt", **arguments)
+    assert not asked.is_error and len(approver.requests) == 1, (
+        f"a change of a regular file is asked about first: {text_of(asked)!r}"
+    )
+    approver.requests.clear()
+    out = call_now(registry, tool, path="notes.txt", **arguments)
     assert out.is_error and "notes.txt" in text_of(out) and approver.requests == [], (
         "a FIFO is refused before anything is asked, and the refusal names the file as given: "
         f"{text_of(out)!r}"

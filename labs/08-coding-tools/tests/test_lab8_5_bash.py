@@ -521,21 +521,27 @@ def test_the_timer_is_removed_when_the_call_ends(
     )
 
 
-def test_an_abort_before_start_spawns_nothing(
-    workspace: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def refuse_to_spawn(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Make every way of starting a process fail and record the attempt."""
     spawned: list[str] = []
 
     def refuse(name: str) -> Callable[..., Any]:
         def spawn(*args: Any, **kwargs: Any) -> Any:
             spawned.append(name)
-            raise OSError(f"test: {name} called for an aborted call")
+            raise OSError(f"test: {name} called for a command that must not start")
 
         return spawn
 
     monkeypatch.setattr(subprocess.Popen, "_execute_child", refuse("subprocess"))
     monkeypatch.setattr(os, "posix_spawn", refuse("os.posix_spawn"))
     monkeypatch.setattr(os, "fork", refuse("os.fork"))
+    return spawned
+
+
+def test_an_abort_before_start_spawns_nothing(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spawned = refuse_to_spawn(monkeypatch)
     controller = AbortController()
     controller.abort()
     out = run(
@@ -897,23 +903,6 @@ def without_cgroups(monkeypatch: pytest.MonkeyPatch) -> None:
     runners): the given CommandScope, if the tool uses it, falls back to the process group,
     the subreaper and its marker. A tool that does not use it is not affected."""
     monkeypatch.setattr("picourse.coding_tools.command_scope._new_cgroup", lambda marker: None)
-
-
-def refuse_to_spawn(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Make every way of starting a process fail and record the attempt."""
-    spawned: list[str] = []
-
-    def refuse(name: str) -> Callable[..., Any]:
-        def spawn(*args: Any, **kwargs: Any) -> Any:
-            spawned.append(name)
-            raise OSError(f"test: {name} called for a command that must not run")
-
-        return spawn
-
-    monkeypatch.setattr(subprocess.Popen, "_execute_child", refuse("subprocess"))
-    monkeypatch.setattr(os, "posix_spawn", refuse("os.posix_spawn"))
-    monkeypatch.setattr(os, "fork", refuse("os.fork"))
-    return spawned
 
 
 def kill_and_reap(pid_file: Path) -> None:

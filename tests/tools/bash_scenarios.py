@@ -10,11 +10,15 @@ practice directory's ``src`` on PYTHONPATH). Each prints one JSON object.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import ctypes
 import json
 import os
+import select
 import shlex
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +28,14 @@ from picourse.coding_tools import create_coding_tools
 from picourse.coding_tools.command_scope import RUN_MARKER
 from picourse.tool import ToolContext, ToolOutput
 
+_PR_SET_CHILD_SUBREAPER = 36
+
+# Every generation holds the FIFO "alive" open for writing: its reader sees end-of-file
+# exactly when no generation is left. A look at the process table cannot promise that: a
+# process that changes its pid every 2 ms is gone before a scan reads what it listed.
 HOPPER = """
 import os, sys, time
+alive = os.open("alive", os.O_WRONLY)
 open("hopping", "w").close()
 while True:
     time.sleep(0.002)
@@ -84,16 +94,56 @@ def daemons(workspace: Path, count: int, token: str) -> dict[str, Any]:
 
 def hopper(workspace: Path, token: str) -> dict[str, Any]:
     (workspace / "hopper.py").write_text(HOPPER)
+    os.mkfifo(workspace / "alive")
+    alive = os.open(workspace / "alive", os.O_RDONLY | os.O_NONBLOCK)
     command = (
         f"{shlex.quote(sys.executable)} hopper.py {token} & "
         "while [ ! -e hopping ]; do sleep 0.01; done; sleep 0.2"
     )
-    out = bash(workspace, command)
+    try:
+        out = bash(workspace, command)
+        # End-of-file at once if the tool ended every generation; the wait is only a bound.
+        survived = not _writers_gone(alive, HOPPER_BOUND_SECONDS)
+    finally:
+        _end_descendants()
+        os.close(alive)
     return {
         "exit_code": out.details.exit_code,
         "hopped": (workspace / "hopping").exists(),
-        "survivors": survivors(token),
+        "survivors": ["hopper"] if survived else [],
     }
+
+
+HOPPER_BOUND_SECONDS = 10.0
+
+
+def _writers_gone(reader: int, timeout: float) -> bool:
+    """Whether every writer of the FIFO has closed it (end-of-file), waiting up to timeout."""
+    deadline = time.monotonic() + timeout
+    while (left := deadline - time.monotonic()) > 0:
+        select.select([reader], [], [], left)
+        try:
+            if os.read(reader, 4096) == b"":
+                return True
+        except BlockingIOError:
+            continue  # woken without end-of-file: look again
+    return False
+
+
+def _end_descendants() -> None:
+    """Whatever the tool did, leave nothing: this process is a subreaper (set in main), so
+    whatever survived the tool, even a process that changes its pid, is re-parented to it
+    and killed here, until nothing is left."""
+    while True:
+        with contextlib.suppress(ChildProcessError):
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass
+        left = psutil.Process().children(recursive=True)
+        if not left:
+            return
+        for child in left:
+            with contextlib.suppress(psutil.Error):
+                child.kill()
 
 
 def late_orphans(workspace: Path) -> dict[str, Any]:
@@ -152,21 +202,28 @@ def fuzz(workspace: Path) -> dict[str, Any]:
 
 def main() -> None:
     scenario, *args = sys.argv[1:]
+    # Orphans of what the scenario starts come back to this process, whatever the code under
+    # test does, so a scenario can always end them.
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     if os.environ.get("BASH_SCENARIO_NO_CGROUP"):
         # The path of every user who may not create a cgroup: the sweep alone.
         from picourse.coding_tools import command_scope
 
         command_scope._new_cgroup = lambda marker: None
-    with tempfile.TemporaryDirectory(prefix="bash-scenario-") as scratch:
-        workspace = Path(scratch)
-        if scenario == "daemons":
-            result = daemons(workspace, int(args[0]), args[1])
-        elif scenario == "hopper":
-            result = hopper(workspace, args[0])
-        elif scenario == "late-orphans":
-            result = late_orphans(workspace)
-        else:
-            result = fuzz(workspace)
+    try:
+        with tempfile.TemporaryDirectory(prefix="bash-scenario-") as scratch:
+            workspace = Path(scratch)
+            if scenario == "daemons":
+                result = daemons(workspace, int(args[0]), args[1])
+            elif scenario == "hopper":
+                result = hopper(workspace, args[0])
+            elif scenario == "late-orphans":
+                result = late_orphans(workspace)
+            else:
+                result = fuzz(workspace)
+    finally:
+        _end_descendants()
     print(json.dumps(result))
 
 

@@ -14,7 +14,10 @@ kernel allows and costs what the command started, not what runs on the host:
 - elsewhere (macOS): every process on the host is scanned for the marker.
 
 A pass kills what it finds; passes repeat until two in a row find nothing, so a process
-that forks while it is being killed is caught by the next pass. The grace after SIGTERM
+that forks while it is being killed is caught by the next pass. A pass that saw a child of
+this process die unseen (a new zombie) is not quiet either: a process that forks and exits
+every few milliseconds (a pid hopper) leaves one behind at each hop, and may have moved on
+between the listing of the children and the look at them. The grace after SIGTERM
 lasts until the kernel reports the shell's process group empty (``killpg(pgid, 0)``) and
 nothing marked is left. The call's orphans that die under this process are reaped here, so
 a long session collects no zombies.
@@ -57,6 +60,7 @@ class CommandScope:
         self.started = time.time()
         self.leader: int | None = None
         self._known: dict[int, float] = {}  # pid -> start time of each process of the call
+        self._zombies: set[int] = set()  # unreaped children at the last look
         _become_subreaper()
         self._cgroup = _new_cgroup(self.marker)
 
@@ -103,6 +107,7 @@ class CommandScope:
         self._release_cgroup(deadline)
 
     def _kill_pass(self, deadline: float) -> bool:
+        """Kill what this pass finds; True unless the pass was quiet."""
         if self._cgroup is not None:
             with contextlib.suppress(OSError):
                 (self._cgroup / "cgroup.kill").write_text("1")
@@ -110,14 +115,24 @@ class CommandScope:
         victims = [pid for pid in self._members() if _send(pid, signals.SIGKILL)]
         for pid in victims:
             self._wait_dead(pid, deadline)
-        return bool(victims)
+        return bool(victims) | self._child_died_unseen()
+
+    def _child_died_unseen(self) -> bool:
+        if not _PROC_CHILDREN:
+            return False
+        zombies = {pid for pid in _children(os.getpid()) if _state(pid) == "Z"}
+        new = bool(zombies - self._zombies)
+        self._zombies = zombies
+        return new
 
     def _members(self) -> set[int]:
         found: set[int] = set()
         if self._cgroup is not None:
             found |= _cgroup_pids(self._cgroup)
         if _PROC_CHILDREN:
-            for child in _children(os.getpid()):
+            # Newest first, and a cheap look: a process that keeps forking is the last one
+            # listed, and must be looked at before it forks again.
+            for child in reversed(_children(os.getpid())):
                 # The marker, not the pid: a reaped shell's pid may already be reused.
                 if _marker_of(child) == self.marker:
                     found |= {child, *_descendants(child)}
@@ -227,10 +242,27 @@ def _alive(pid: int) -> bool:
 
 
 def _marker_of(pid: int) -> str | None:
+    if _PROC_CHILDREN:  # Linux: one read, ten times faster than psutil's
+        prefix = f"{RUN_MARKER}=".encode()
+        try:
+            environ = Path(f"/proc/{pid}/environ").read_bytes()
+        except OSError:
+            return None
+        found = next((v for v in environ.split(b"\0") if v.startswith(prefix)), None)
+        return None if found is None else found[len(prefix) :].decode(errors="replace")
     try:
         return psutil.Process(pid).environ().get(RUN_MARKER)
     except psutil.Error:
         return None
+
+
+def _state(pid: int) -> str | None:
+    """The one-letter state of /proc/PID/stat ("Z" for a zombie)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return None
+    return stat[stat.rfind(b")") + 2 :][:1].decode()
 
 
 # /proc/PID/task/TID/children lists a thread's children without scanning the host.

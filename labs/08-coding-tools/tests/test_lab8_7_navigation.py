@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,8 @@ from picourse.coding_tools import GlobDetails, ListDetails, create_coding_tools
 from picourse.tool import ToolOutput, ToolRegistry
 
 pytestmark = pytest.mark.lab8_7
+
+HANG_BOUND_SECONDS = 2.0
 
 
 def tools(workspace: Path) -> ToolRegistry:
@@ -94,14 +97,32 @@ def test_ls_caps_long_listings_with_a_notice(workspace: Path) -> None:
     out = ls(workspace, limit=10)
     lines = lines_of(out)
     assert lines[:10] == [f"file{number:02}.txt" for number in range(10)]
-    assert len(lines) == 11 and lines[-1].startswith("[Showing 10 of 30 entries"), (
-        "a capped listing shows `limit` entries and says how many there are in all"
+    notice = lines[-1]
+    assert len(lines) == 11 and notice.startswith("[Showing 10 of 30 entries"), (
+        "a capped listing shows `limit` entries and ends with [Showing {limit} of {total} "
+        "entries; ...], how many there are in all"
     )
+    assert notice.endswith("]"), f"the notice is one bracketed line: {notice!r}"
     assert out.details == ListDetails(str(workspace), 30, True)
     exact = ls(workspace, limit=30)
     assert lines_of(exact)[-1] == "[30 entries]" and exact.details == ListDetails(
         str(workspace), 30, False
     ), "exactly `limit` entries are all shown: nothing is left out"
+
+
+def test_ls_counts_every_entry_and_lists_links_that_lead_nowhere_with_the_files(
+    workspace: Path,
+) -> None:
+    (workspace / "only.txt").write_text("")
+    assert lines_of(ls(workspace)) in (["only.txt", "[1 entry]"], ["only.txt", "[1 entries]"])
+    (workspace / "second.txt").write_text("")
+    assert lines_of(ls(workspace)) == ["only.txt", "second.txt", "[2 entries]"]
+    (workspace / "loop").symlink_to("loop")  # following it fails with ELOOP
+    (workspace / "gone").symlink_to("missing")
+    assert lines_of(ls(workspace)) == ["gone", "loop", "only.txt", "second.txt", "[4 entries]"], (
+        "a link that leads nowhere (dangling, or a loop whose is_dir() raises OSError) is "
+        "listed with the files: it cannot be listed in turn"
+    )
 
 
 def test_ls_lists_a_subfolder_and_refuses_a_file_or_a_missing_path(project: Path) -> None:
@@ -190,19 +211,37 @@ def test_glob_searches_below_a_path_and_answers_relative_to_the_workspace(
         ("*s", ["docs/", "tests/"]),
         ("*test*", ["test_a.py", "tests/"]),
         ("*p", ["app"]),
+        ("**.md", ["a.md", "docs/x.md"]),
     ],
 )
 def test_glob_patterns_mean_exactly_what_they_say(
     workspace: Path, pattern: str, expected: list[str]
 ) -> None:
-    for name in ("aab.py", "ab.py", "test_a.py", "best_a.py", "abcbc", "app"):
+    for name in ("aab.py", "ab.py", "test_a.py", "best_a.py", "abcbc", "app", "a.md", "amd"):
         (workspace / name).write_text("")
     for folder in ("docs", "tests"):
         (workspace / folder).mkdir()
+    (workspace / "docs" / "x.md").write_text("")
     assert sorted(lines_of(glob(workspace, pattern))) == sorted(expected), (
-        f"{pattern!r}: '*' is any characters within a name (none included), letters match "
-        "themselves and nothing else: a regular expression that merges, drops or reorders "
-        f"parts of the pattern matches the wrong names. Expected {expected}"
+        f"{pattern!r}: '*' is any characters within a name (none included), a '**' not "
+        "followed by '/' any characters, '/' included; letters match themselves and nothing "
+        "else: a regular expression that merges, drops or reorders parts of the pattern "
+        f"matches the wrong names. Expected {expected}"
+    )
+
+
+def test_glob_matching_stays_fast_on_any_name(workspace: Path) -> None:
+    (workspace / ("a" * 90)).write_text("")
+    started = time.monotonic()
+    out = glob(workspace, "*a*a*a*a*a*a*b")
+    took = time.monotonic() - started
+    assert "No paths match" in text_of(out)
+    # A bound on a hang, not a speed target: a linear match takes milliseconds here.
+    assert took < HANG_BOUND_SECONDS, (
+        f"glob took {took:.0f} s to find that no name of 90 a's matches *a*a*a*a*a*a*b: the "
+        "regular expression backtracks through every way to split the name among the stars. "
+        "Let a * followed by fixed text and another * take the first place that text occurs, "
+        "atomically, (?>[^/]*?a), as the handout says"
     )
 
 
@@ -288,7 +327,14 @@ def test_glob_with_no_match_says_so_and_bad_patterns_are_errors(project: Path) -
     assert out.details == GlobDetails("**/*.rs", 0, False)
     for pattern in ("", "../*", "/etc/*"):
         refused = glob(project, pattern)
-        assert refused.is_error, f"pattern {pattern!r} must be refused"
+        assert refused.is_error and text_of(refused).strip(), (
+            f"pattern {pattern!r} must be refused with a text that says what to give instead"
+        )
+    for path in ("README.md", "missing"):
+        out = glob(project, "*", path=path)
+        assert out.is_error and path in text_of(out), (
+            f"glob below {path!r} (a file, or nothing) must be a clear error that names it"
+        )
 
 
 def test_glob_never_leaves_the_workspace(workspace: Path, outside: Path) -> None:

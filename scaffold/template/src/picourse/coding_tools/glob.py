@@ -4,7 +4,10 @@
 and returns, one per line and sorted, the paths relative to the workspace whose path
 relative to ``path`` matches ``pattern``: ``*`` any characters within one name, ``?`` one
 character other than ``/``, ``**`` across any number of folders (``**/*.py`` also matches
-``a.py``); every other character matches itself. Matching folders end with ``/``.
+``a.py``; a ``**`` not followed by ``/`` matches any characters, ``/`` included); every other
+character matches itself. Matching folders end with ``/``. Matching must stay fast on any
+name: a ``*`` followed by fixed text and another ``*`` takes the first place that text
+occurs, atomically (``(?>[^/]*?abc)``), or ``*a*a*a*a*a*a*a*b`` backtracks for minutes.
 Unless ``include_hidden``: skip names that start with ``.``, dependency folders
 (``options.DEPENDENCY_FOLDERS`` and any folder holding a ``pyvenv.cfg``) and what the
 ``.gitignore`` at the workspace root ignores, without descending into them. That one file
@@ -16,8 +19,8 @@ the given ``files.open_regular_file`` (a FIFO named ``.gitignore`` must not stal
 Never follow symlinked folders. More matches than ``limit`` (default
 ``options.DEFAULT_GLOB_LIMIT``): end with ``[Showing {limit} of {total} matches; use a narrower
 pattern ...]``. No match is a successful result that says ``No paths match {pattern!r}.``
-An empty pattern, or one that is absolute or climbs with ``..``, is an error. Report
-``GlobDetails``.
+An empty pattern, or one that is absolute or climbs with ``..``, is an error, and so is a
+``path`` that is a file or does not exist (name it, as ``ls`` does). Report ``GlobDetails``.
 """
 
 from __future__ import annotations

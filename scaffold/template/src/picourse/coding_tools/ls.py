@@ -2,7 +2,8 @@
 
 ``list_directory`` resolves the path with the workspace resolver (Lab 8.2) and lists the
 directory: folders first with a ``/`` suffix (a symlink to a folder is a folder too), then
-files, each group sorted by name, one per line; then a count such as ``[3 entries]``.
+files (a link that leads nowhere, dangling or a loop, among them), each group sorted by
+name, one per line; then a count such as ``[3 entries]``.
 More entries than ``limit`` (default ``options.DEFAULT_LIST_LIMIT``): show the first
 ``limit`` and end with ``[Showing {limit} of {total} entries; ...]`` instead. A file, or
 a path that does not exist, is a clear error. Report ``ListDetails`` (the total, not

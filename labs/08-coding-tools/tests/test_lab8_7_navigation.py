@@ -293,6 +293,21 @@ def test_a_gitignore_that_is_a_fifo_never_stalls_glob(project: Path) -> None:
     )
 
 
+def test_a_gitignore_line_git_cannot_read_is_skipped_and_the_others_still_count(
+    project: Path,
+) -> None:
+    (project / ".gitignore").write_text("*.log\n!\n[z-a]\nfoo\\\nbuild/\n")
+    out = glob(project, "*")
+    assert not out.is_error, (
+        "a .gitignore line that git cannot read ('!', '[z-a]', 'foo\\') is skipped, as git "
+        "does: pathspec raises for it, so build the spec from the lines it accepts. "
+        f"Got: {text_of(out)!r}"
+    )
+    assert "README.md" in lines_of(out) and "notes.log" not in lines_of(out), (
+        "the lines that can be read still count: *.log still ignores notes.log"
+    )
+
+
 def test_glob_skips_hidden_dependency_and_ignored_paths_unless_asked(project: Path) -> None:
     everything = text_of(glob(project, "**/*"))
     for skipped in (".env", ".github", "node_modules", "env/", "build/", "notes.log"):

@@ -15,7 +15,8 @@ applies wherever the search starts, and its patterns are relative to the workspa
 match it against paths relative to the workspace. Read it with
 ``pathspec.GitIgnoreSpec.from_lines(lines)`` (``PathSpec.from_lines("gitwildmatch", ...)``
 is deprecated and warns), ask about a folder with a trailing ``/``, and open the file with
-the given ``files.open_regular_file`` (a FIFO named ``.gitignore`` must not stall the walk).
+the given ``files.open_regular_file`` (a FIFO named ``.gitignore`` must not stall the walk);
+skip the lines pathspec cannot take (``!``, ``[z-a]``), as git does.
 Never follow symlinked folders. More matches than ``limit`` (default
 ``options.DEFAULT_GLOB_LIMIT``): end with ``[Showing {limit} of {total} matches; use a narrower
 pattern ...]``. No match is a successful result that says ``No paths match {pattern!r}.``

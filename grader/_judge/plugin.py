@@ -126,6 +126,19 @@ def monkeypatch() -> Generator[Any, None, None]:
     patch.undo()
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_fixture_setup(fixturedef: pytest.FixtureDef[Any], request: pytest.FixtureRequest) -> Any:
+    try:
+        return (yield)
+    except needs_host.NeedsHost as refused:
+        # pytest caches what a fixture raised only for an Exception; NeedsHost is not one.
+        # Uncached, the fixture keeps its finalizer and the next test that uses it fails in
+        # setup with pytest's own AssertionError, before it can be sent to the host.
+        key = getattr(request, "param", None)
+        fixturedef.cached_result = (None, key, (refused, refused.__traceback__))
+        raise
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     needs_host.raised.clear()

@@ -5,12 +5,17 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import subprocess
+import sys
 import tracemalloc
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from coursekit import load_lab
+from coursekit.layout import COURSE_ROOT
 from grader._judge import hosted, hosted_plugin, needs_host
 from grader._judge.wire import Codec, WireError
 from grader._scoring import InventoryItem, score
@@ -84,6 +89,51 @@ def test_patching_or_measuring_the_judge_marks_the_test_for_the_host() -> None:
     assert isinstance(caught.value, needs_host.NeedsHost)
     assert needs_host.raised, "recorded even when caught"
     needs_host.raised.clear()
+
+
+_FIXTURE_THAT_PATCHES = """
+import pytest
+
+@pytest.fixture
+def patched(monkeypatch):
+    monkeypatch.setattr("os.sep", "/")
+
+def test_one(patched):
+    pass
+
+def test_two(patched):
+    pass
+"""
+
+# Judging from the first test on (set after collection: the judge's collection starts a host).
+_JUDGING = """
+import pytest
+from grader._judge import plugin
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session):
+    plugin.state.judging = True
+"""
+
+
+def test_every_test_using_a_fixture_that_patches_goes_to_the_host(tmp_path: Path) -> None:
+    # NeedsHost is a BaseException, which pytest does not cache for a fixture: the fixture
+    # kept a finalizer, and its next test failed in the judge with pytest's own bare
+    # AssertionError (an honest submission lost the points of every later such test).
+    (tmp_path / "test_patches.py").write_text(_FIXTURE_THAT_PATCHES)
+    (tmp_path / "conftest.py").write_text(_JUDGING)
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    completed = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "grader._judge.plugin", "-p", "no:cacheprovider"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(COURSE_ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    errors = [line for line in completed.stdout.splitlines() if line.startswith("ERROR")]
+    assert len(errors) == 2 and all("NeedsHost" in line for line in errors), completed.stdout
 
 
 def _lines(salt: str, outcomes: dict[str, tuple[bool, bool]]) -> list[bytes]:

@@ -12,6 +12,7 @@ import shlex
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import tracemalloc
 from collections.abc import Callable, Iterator
@@ -1089,6 +1090,76 @@ def test_a_background_process_without_the_environment_dies_with_the_group(
         assert_gone(int((workspace / "bare.pid").read_text()), "bare.py")
     finally:
         kill_and_reap(workspace / "bare.pid")
+
+
+@pytest.mark.challenge
+def test_a_setsid_escapee_is_cleaned_up_without_cgroups(
+    workspace: Path, without_cgroups: None
+) -> None:
+    command = script(
+        workspace,
+        "escapee_nocg.py",
+        """
+        import os, time
+        if os.fork() == 0:
+            os.setsid()  # a new session: no longer in the tool's process group
+            with open("escapee.pid", "w") as f:
+                f.write(f"{os.getpid()}\\n")
+            for _ in range(120):  # a leftover still ends by itself, in 2 minutes
+                time.sleep(1)
+        while not os.path.exists("escapee.pid"):
+            time.sleep(0.01)
+    """,
+    )
+    try:
+        out = call_now(unrestricted(workspace), "bash", command=command)
+        assert not out.is_error, text_of(out)
+        assert_gone(int((workspace / "escapee.pid").read_text()), "escapee_nocg.py")
+    finally:
+        kill_and_reap(workspace / "escapee.pid")
+
+
+@pytest.mark.challenge
+def test_an_escapee_holding_the_pipes_does_not_keep_the_call_alive(
+    workspace: Path, without_cgroups: None
+) -> None:
+    # The holder leaves the session and drops the environment: no sweep finds it without a
+    # cgroup. It keeps stdout and stderr open and prints nothing more.
+    holder = script(
+        workspace,
+        "holder.py",
+        """
+        import os, time
+        os.setsid()
+        with open("holder.pid", "w") as f:
+            f.write(f"{os.getpid()}\\n")
+        for _ in range(120):  # a leftover still ends by itself, in 2 minutes
+            time.sleep(1)
+    """,
+    )
+    command = (
+        f"env -i {holder} & while [ ! -s holder.pid ]; do sleep 0.01; done; "
+        "printf 'x%.0s' {1..5000}"
+    )
+    released = []
+
+    def release() -> None:  # a safety net: only if the call still hangs after 10 s
+        released.append(True)
+        kill_and_reap(workspace / "holder.pid")
+
+    watchdog = threading.Timer(10, release)
+    watchdog.start()
+    try:
+        out = call_now(unrestricted(workspace, max_bash_output_bytes=1000), "bash", command=command)
+    finally:
+        watchdog.cancel()
+        watchdog.join()
+        kill_and_reap(workspace / "holder.pid")
+    assert not released, (
+        "the call did not return while an escaped process held its pipes open: after the "
+        "shell exits and the group is ended, stop reading after a short drain (about 2 s)"
+    )
+    assert out.details.exit_code == 0 and out.details.truncated, text_of(out)
 
 
 @pytest.mark.challenge

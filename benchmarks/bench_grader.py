@@ -32,7 +32,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +69,7 @@ def main() -> int:
         with _Timer() as timer:
             sequential = grade_submissions(one_each, root / "out-1", GradeOptions(1, limits=limits))
         seconds = {r.student.removesuffix(":x"): r.seconds for r in sequential}
+        expected = {r.student.removesuffix(":x"): r.status for r in sequential}
         class_kinds = [list(kinds)[n % len(kinds)] for n in range(options.count)]
         everyone = root / "class"
         everyone.mkdir()
@@ -79,6 +80,13 @@ def main() -> int:
         results = grade_submissions(everyone, root / "out-n", batch)
         parallel = time.perf_counter() - start
     statuses = Counter(r.status for r in results)
+    # Every submission of a kind ends as that kind ended alone at -j 1: running beside
+    # others changes nothing about a submission's outcome.
+    differ = sorted(
+        f"{r.student}: {r.status}, alone {expected[alone]}"
+        for r in results
+        if (alone := _kind_of(r.student, expected)) is not None and r.status != expected[alone]
+    )
     complete = len(results) == options.count
     predicted = sum(seconds[kind] for kind in class_kinds)
     efficiency = predicted / (options.jobs * parallel)
@@ -86,6 +94,7 @@ def main() -> int:
     over_direct = seconds["solution"] - direct
     checks = [
         (complete, f"no abort: {len(results)} of {options.count} results ({dict(statuses)})"),
+        (not differ, "each kind's status as at -j 1" + (f": {differ[:5]}" if differ else "")),
         (
             efficiency >= 0.75,
             f"parallel efficiency at -j {options.jobs}: {efficiency:.0%} (target >= 75%; "
@@ -106,6 +115,13 @@ def main() -> int:
         print(f"{'ok  ' if ok else 'MISS'} {line}")
     print("per kind at -j 1: " + ", ".join(f"{k} {s:.1f}s" for k, s in sorted(seconds.items())))
     return 0 if all(ok for ok, _ in checks) else 1
+
+
+def _kind_of(student: str, kinds: Container[str]) -> str | None:
+    """The kind of a class member named ``s012-KIND`` (a student's name may carry a suffix
+    the grader adds, as ``:x``)."""
+    name = student.split("-", 1)[-1].removesuffix(":x")
+    return name if name in kinds else None
 
 
 class _Timer:

@@ -873,23 +873,23 @@ def test_timeout_and_abort_together_give_one_result(workspace: Path) -> None:
     )
 
 
+# A child that leaves the tool's session and process group, reports its pid, and lives on.
+ESCAPEE = """
+    import os, time
+    if os.fork() == 0:
+        os.setsid()  # a new session: no longer in the tool's process group
+        with open("escapee.pid", "w") as f:
+            f.write(f"{os.getpid()}\\n")
+        for _ in range(120):  # a leftover still ends by itself, in 2 minutes
+            time.sleep(1)
+    while not os.path.exists("escapee.pid"):
+        time.sleep(0.01)
+"""
+
+
 @pytest.mark.challenge
 def test_a_descendant_that_escaped_with_setsid_is_cleaned_up(workspace: Path) -> None:
-    command = script(
-        workspace,
-        "escapee.py",
-        """
-        import os, time
-        if os.fork() == 0:
-            os.setsid()  # a new session: no longer in the tool's process group
-            with open("escapee.pid", "w") as f:
-                f.write(f"{os.getpid()}\\n")
-            for _ in range(120):  # a leftover still ends by itself, in 2 minutes
-                time.sleep(1)
-        while not os.path.exists("escapee.pid"):
-            time.sleep(0.01)
-    """,
-    )
+    command = script(workspace, "escapee.py", ESCAPEE)
     out = call_now(unrestricted(workspace), "bash", command=command)
     assert not out.is_error, text_of(out)
     assert_gone(int((workspace / "escapee.pid").read_text()), "escapee.py")
@@ -1096,21 +1096,7 @@ def test_a_background_process_without_the_environment_dies_with_the_group(
 def test_a_setsid_escapee_is_cleaned_up_without_cgroups(
     workspace: Path, without_cgroups: None
 ) -> None:
-    command = script(
-        workspace,
-        "escapee_nocg.py",
-        """
-        import os, time
-        if os.fork() == 0:
-            os.setsid()  # a new session: no longer in the tool's process group
-            with open("escapee.pid", "w") as f:
-                f.write(f"{os.getpid()}\\n")
-            for _ in range(120):  # a leftover still ends by itself, in 2 minutes
-                time.sleep(1)
-        while not os.path.exists("escapee.pid"):
-            time.sleep(0.01)
-    """,
-    )
+    command = script(workspace, "escapee_nocg.py", ESCAPEE)
     try:
         out = call_now(unrestricted(workspace), "bash", command=command)
         assert not out.is_error, text_of(out)

@@ -127,14 +127,14 @@ def monkeypatch() -> Generator[Any, None, None]:
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_fixture_setup(fixturedef: pytest.FixtureDef[Any], request: pytest.FixtureRequest) -> Any:
+def pytest_fixture_setup(fixturedef: pytest.FixtureDef[Any], request: Any) -> Any:
     try:
         return (yield)
     except needs_host.NeedsHost as refused:
         # pytest caches what a fixture raised only for an Exception; NeedsHost is not one.
         # Uncached, the fixture keeps its finalizer and the next test that uses it fails in
         # setup with pytest's own AssertionError, before it can be sent to the host.
-        key = getattr(request, "param", None)
+        key = fixturedef.cache_key(request)
         fixturedef.cached_result = (None, key, (refused, refused.__traceback__))
         raise
 

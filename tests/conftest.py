@@ -3,25 +3,34 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from pytest_httpserver import HTTPServer
+from xdist.remote import Producer
+from xdist.scheduler import LoadScopeScheduling, Scheduling
 
-GRADER_TESTS = Path(__file__).parent / "grader"
+GRADER_TESTS = "tests/grader/"
 
 
-# tryfirst: pytest-xdist reads the xdist_group marks in its own collection hook, which
-# must see them.
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    # Each grader run already keeps to itself (uids it claims with a lock, its own pids
-    # cgroup), but two of them at once on two cores would cut into each other's wall limits.
-    # One xdist worker runs all grader tests, one at a time; its module fixtures (the graded
-    # samples) are then made once, not once per worker.
-    for item in items:
-        if item.path.is_relative_to(GRADER_TESTS):
-            item.add_marker(pytest.mark.xdist_group("grader"))
+class _GraderTestsOnOneWorker(LoadScopeScheduling):  # type: ignore[misc]  # untyped
+    """pytest-xdist's load scheduling, except that every grader test goes to one worker.
+
+    Each grader run already keeps to itself (uids it claims with a lock, its own pids
+    cgroup), but two of them at once on two cores would cut into each other's wall limits;
+    on one worker its module fixtures (the graded samples) are also made once, not once per
+    worker. xdist's own ``--dist loadgroup`` cannot do this under pytest >= 9.2: it groups by
+    rewriting node ids, which pytest no longer reads (pytest-dev/pytest-xdist#1386).
+    """
+
+    def _split_scope(self, nodeid: str) -> str:
+        return GRADER_TESTS if nodeid.startswith(GRADER_TESTS) else nodeid
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Producer) -> Scheduling | None:
+    # loadscopereorder (on by default) starts the largest scope, the grader's, first.
+    if config.getvalue("dist") == "loadgroup":
+        return _GraderTestsOnOneWorker(config, log)
+    return None
 
 
 @pytest.fixture

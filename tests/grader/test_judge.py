@@ -217,3 +217,29 @@ def test_a_batch_cut_short_by_the_students_code_is_not_run_rather_than_forged() 
     *records, summary = hosted.verify(cut, "s", tests, [], judged=set(), complete=False)
     assert [r["nodeid"] for r in records] == [tests[0]], "t2's canary never ran"
     assert (summary["wrong_canaries"], summary["forged"]) == (0, 0)
+
+
+@pytest.mark.timeout(30)
+def test_the_judge_stops_reading_when_the_in_host_pytest_has_ended(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A write end of the results pipe reopened through /proc by the student's code (and
+    held) must not keep the judge waiting until the wall once the in-host pytest is gone."""
+    run = hosted.HostedRun()
+    read_end, held_write_end = os.pipe()
+    run.results = os.fdopen(read_end, "rb", buffering=0)
+    run.process = subprocess.Popen([sys.executable, "-c", "pass"])
+    run.process.wait()
+    monkeypatch.setattr(hosted, "MAX_LINE_BYTES", 16)
+    long_line = b"x" * 21
+    os.write(held_write_end, b'{"a": 1}\n' + long_line + b"\n" + b"cut off")
+    try:
+        assert list(run._lines()) == [
+            b'{"a": 1}\n',
+            long_line[:16],
+            b"xxxxx\n",
+            b"cut off",
+        ]
+    finally:
+        os.close(held_write_end)
+        run.results.close()

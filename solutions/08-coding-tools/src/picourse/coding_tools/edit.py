@@ -130,7 +130,8 @@ async def edit_file(
     try:
         change = await DEFAULT_MUTATION_QUEUE.run(key, apply)
     except ChangeRefused as refusal:
-        return ToolOutput.error(str(refusal))
+        # write_atomic knows only the real path; the result names the file as given.
+        return ToolOutput.error(str(refusal).replace(key, path))
     except OSError as error:
         return ToolOutput.error(describe_os_error(path, error, action="edit"))
     count = len(edits)

@@ -81,7 +81,8 @@ async def write_file(options: CodingToolOptions, path: str, content: str) -> Too
     try:
         written = await DEFAULT_MUTATION_QUEUE.run(key, replace)
     except ChangeRefused as refusal:
-        return ToolOutput.error(str(refusal))
+        # write_atomic knows only the real path; the result names the file as given.
+        return ToolOutput.error(str(refusal).replace(key, path))
     except OSError as error:
         return ToolOutput.error(describe_os_error(path, error, action="write"))
     if not written:

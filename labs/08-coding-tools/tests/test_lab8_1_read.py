@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
@@ -281,22 +282,32 @@ def test_details_path_is_the_joined_path_not_the_symlink_target(workspace: Path)
 
 
 @pytest.mark.parametrize(
-    ("make", "expect"),
+    ("make", "expect", "offset"),
     [
-        (lambda d: None, "not found"),
-        (lambda d: (d / "f.txt").mkdir(), "directory"),
-        (lambda d: (d / "f.txt").write_bytes(b"\x7fELF\x00\x00\x01binary"), "binary"),
+        (lambda d: None, "not found", 1),
+        (lambda d: (d / "f.txt").mkdir(), "directory", 1),
+        (lambda d: (d / "f.txt").write_bytes(b"\x7fELF\x00\x00\x01binary"), "binary", 1),
         # the NUL is in the first 8192 bytes but on line 501, past the default window
-        (lambda d: (d / "f.txt").write_bytes(b"text line\n" * 500 + b"\x00\n"), "binary"),
-        (lambda d: (d / "f.txt").write_bytes(b"caf\xe9 latin-1\n"), "UTF-8"),
+        (lambda d: (d / "f.txt").write_bytes(b"text line\n" * 500 + b"\x00\n"), "binary", 1),
+        # the NUL is on line 1, before a window that starts at line 2: the first 8192
+        # bytes of the file decide, wherever the window starts
+        (lambda d: (d / "f.txt").write_bytes(b"a\x00b\n" + b"clean text\n" * 3), "binary", 2),
+        (lambda d: (d / "f.txt").write_bytes(b"caf\xe9 latin-1\n"), "UTF-8", 1),
     ],
-    ids=["missing", "directory", "binary", "binary-past-the-window", "invalid-utf8"],
+    ids=[
+        "missing",
+        "directory",
+        "binary",
+        "binary-past-the-window",
+        "binary-before-the-window",
+        "invalid-utf8",
+    ],
 )
 def test_unreadable_targets_are_clear_error_results(
-    workspace: Path, make: Callable[[Path], object], expect: str
+    workspace: Path, make: Callable[[Path], object], expect: str, offset: int
 ) -> None:
     make(workspace)
-    out = call_now(tools(workspace), "read", path="f.txt")
+    out = call_now(tools(workspace), "read", path="f.txt", offset=offset)
     assert out.is_error, f"reading a {expect} target must be an error result, not garbage"
     assert expect.lower() in text_of(out).lower(), (
         f"the error must say what is wrong ({expect!r}), got: {text_of(out)}"
@@ -326,7 +337,17 @@ def test_a_window_of_a_huge_file_uses_memory_bounded_by_the_window(workspace: Pa
     )
 
 
-def test_a_file_changed_between_reads_is_read_afresh(workspace: Path) -> None:
+@pytest.fixture
+def settled_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The clock a minute ahead: every file looks settled (last changed a minute ago) to a
+    racy-timestamp rule, so an implementation that remembers line positions of a file does
+    remember them here, and the next read uses them."""
+    real_ns, real = time.time_ns, time.time
+    monkeypatch.setattr(time, "time_ns", lambda: real_ns() + 60 * 10**9)
+    monkeypatch.setattr(time, "time", lambda: real() + 60)
+
+
+def test_a_file_changed_between_reads_is_read_afresh(workspace: Path, settled_clock: None) -> None:
     # Several MB, so that an implementation that remembers line positions would use them.
     path = workspace / "log.txt"
     lines = [f"{n:07d} " + "a" * 60 for n in range(60_000)]
@@ -349,6 +370,33 @@ def test_a_file_changed_between_reads_is_read_afresh(workspace: Path) -> None:
         "provably unchanged"
     )
     assert text_of(after).split("\n")[0] == f"{len(expected) - 5:>4}│ {expected[-6]}"
+
+
+@pytest.mark.parametrize("width", [64, 100], ids=["lines-start-at-8k", "lines-cross-8k"])
+def test_a_remembered_file_shows_the_right_lines_at_every_offset(
+    workspace: Path, settled_clock: None, width: int
+) -> None:
+    # About 4 MiB of lines of one width. The first read scans it all (whatever is
+    # remembered from that scan). Then a window starts at each line that holds a multiple
+    # of 8 KiB, where a chunked scan keeps its checkpoints (the 8192-byte sniff, 64 KiB or
+    # 1 MiB chunks), and one line before and after it: with 64-byte lines each such byte
+    # starts a line, with 100-byte lines most fall inside one.
+    path = workspace / "log.txt"
+    lines = [f"{n:07d} ".ljust(width - 1, "b") for n in range(1, (4 << 20) // width)]
+    path.write_text("\n".join(lines) + "\n")
+    registry = tools(workspace)
+    first = call_now(registry, "read", path="log.txt", offset=len(lines))
+    assert first.details.lines == len(lines)
+    holding = {byte // width + 1 for byte in range(0, len(lines) * width, 8192)}
+    offsets = {len(lines)} | {n + step for n in holding for step in (-1, 0, 1)}
+    for offset in sorted(o for o in offsets if 1 <= o <= len(lines)):
+        out = call_now(registry, "read", path="log.txt", offset=offset, limit=2)
+        shown = lines[offset - 1 : offset + 1]
+        assert text_of(out).split("\n")[: len(shown)] == numbered(shown, offset).split("\n"), (
+            f"reading log.txt again at offset={offset} showed the wrong lines: what is "
+            "remembered of a file must lead to the same window as a fresh count"
+        )
+        assert out.details.lines == len(lines)
 
 
 def test_a_fifo_is_refused_without_waiting_for_a_writer(workspace: Path) -> None:

@@ -174,12 +174,27 @@ def _disk_full(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, s
     return "notes.txt", "new\n"
 
 
+def _temp_gone(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str]:
+    # The rename fails after the temp file has vanished (another process cleaned it up):
+    # the clean-up finds nothing to remove, and the result still gives the rename's reason.
+    (workspace / "notes.txt").write_text("old\n")
+
+    def vanished_then_failed(source: object, *args: object, **kwargs: object) -> None:
+        os.unlink(str(source))
+        raise OSError(errno.EXDEV, os.strerror(errno.EXDEV))
+
+    monkeypatch.setattr(os, "replace", vanished_then_failed)
+    monkeypatch.setattr(os, "rename", vanished_then_failed)
+    return "notes.txt", "new\n"
+
+
 WRITE_CASES: dict[str, Callable[[Path, pytest.MonkeyPatch], tuple[str, str]]] = {
     "written": _written,
     "directory": _directory,
     "special-file": _special_file,
     "unencodable-content": _unencodable,
     "disk-full": _disk_full,
+    "rename-fails-temp-gone": _temp_gone,
 }
 
 
@@ -200,6 +215,10 @@ def test_every_write_result_names_the_file(
         "so the model knows which file it is about: name it in the success message, in "
         f"every refusal and in every OSError (describe_os_error(path, ...)). Got: {message!r}"
     )
+    assert str(workspace) not in message, (
+        f"invariant: the file is named as the model gave it ({path!r}), not as the absolute "
+        f"path the tool made of it. Got: {message!r}"
+    )
     if case == "written":
         assert not out.is_error, message
         assert re.search(rf"\b{utf8_len(content)}\b", message), (
@@ -212,6 +231,12 @@ def test_every_write_result_names_the_file(
         assert os.strerror(errno.ENOSPC) in message, (
             "an OSError while writing is an error result that gives the system's reason "
             f"(error.strerror): describe_os_error words it. Got: {message!r}"
+        )
+    if case == "rename-fails-temp-gone":
+        assert os.strerror(errno.EXDEV) in message and "not found" not in message.lower(), (
+            "when the clean-up finds the temp file already gone, the result still gives the "
+            "failed rename's reason (ignore FileNotFoundError while removing the temp file, "
+            f"then re-raise the original error). Got: {message!r}"
         )
     assert snapshot(workspace) == before, f"{case}: a refused write changes nothing"
 
@@ -1192,6 +1217,11 @@ def test_temp_files_of_killed_writers_are_removed(
         present = {p.name for p in workspace.iterdir()}
         assert present - leaked - others - stale == {"f.txt"}, (
             f"no temp file of this write may be left behind, found {sorted(present)}"
+        )
+        assert leaked <= present, (
+            "invariant: only temp files of dead writers are removed; the live writer's temp "
+            "file must stay (os.kill(pid, 0) succeeds for a live process: keep its file). "
+            f"Gone: {sorted(leaked - present)}"
         )
         if removable:
             assert not present & stale, (

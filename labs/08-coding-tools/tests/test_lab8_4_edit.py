@@ -349,12 +349,15 @@ class AbortsOnceLookedAt(AbortSignal):
             super().raise_if_aborted()
 
 
+@pytest.mark.parametrize("size", ["one-chunk", "many-chunks"])
 def test_an_abort_that_fires_after_the_first_check_still_stops_the_edit(
-    workspace: Path,
+    workspace: Path, size: str
 ) -> None:
-    # Several chunks' worth of text, so that an edit reading in chunks looks at the signal
-    # again while it reads.
-    body = "".join(f"line {n:07d} of a long file\n" for n in range(120_000))
+    # Many chunks: an edit that reads in chunks looks at the signal again while it reads.
+    # One chunk: the read is over without another look, so only the look right before
+    # write_atomic can see the abort.
+    lines = 120_000 if size == "many-chunks" else 0
+    body = "".join(f"line {n:07d} of a long file\n" for n in range(lines))
     path = workspace / "app.py"
     path.write_text(SOURCE + body)
     before, inode = path.read_bytes(), path.stat().st_ino
@@ -481,6 +484,12 @@ def _app(workspace: Path) -> str:
     return "app.py"
 
 
+def _read_only(workspace: Path) -> str:
+    (workspace / "app.py").write_text(SOURCE)
+    (workspace / "app.py").chmod(0o444)  # no write bit: read-only even for root
+    return "app.py"
+
+
 NAMED_CASES: dict[str, tuple[Callable[[Path], str], dict[str, Any], bool]] = {
     # id: (prepare the workspace and return the path to give, edit arguments, abort first)
     "applied": (_app, {"old_text": "'hello '", "new_text": "'hi '"}, False),
@@ -491,6 +500,7 @@ NAMED_CASES: dict[str, tuple[Callable[[Path], str], dict[str, Any], bool]] = {
     "fifo": (_fifo, {"old_text": "a", "new_text": "b"}, False),
     "aborted": (_app, {"old_text": "'hello '", "new_text": "'hi '"}, True),
     "unencodable-new-text": (_app, {"old_text": "'hello '", "new_text": "'\ud800'"}, False),
+    "read-only": (_read_only, {"old_text": "'hello '", "new_text": "'hi '"}, False),
 }
 
 
@@ -515,6 +525,10 @@ def test_every_result_names_the_file(workspace: Path, case: str) -> None:
         f"invariant: every result of edit names the file as the model gave it ({path!r}), "
         "so the model knows which file it is about; pass the path argument down to every "
         f"message, also the ones raised while reading. Got: {message!r}"
+    )
+    assert str(workspace) not in message, (
+        f"invariant: the file is named as the model gave it ({path!r}), not as the absolute "
+        f"path the tool made of it. Got: {message!r}"
     )
     if case == "applied":
         assert not out.is_error, message

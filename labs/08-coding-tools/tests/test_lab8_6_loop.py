@@ -169,7 +169,9 @@ def test_the_system_prompt_describes_the_registry_it_is_given(
 
     extra = Tool(
         "grep",
-        "Search the files of the workspace for a regular expression.",
+        # Two lines: the full description, not its first line or sentence.
+        "Search the files of the workspace for a regular expression.\n"
+        "Matches are listed as path:line: text, at most 100 of them.",
         object_schema({"pattern": string("What to look for.")}),
         search,
     )
@@ -181,8 +183,8 @@ def test_the_system_prompt_describes_the_registry_it_is_given(
     )
     for tool in registry.list():
         assert tool.name in prompt and tool.description in prompt, (
-            f"the system prompt lists every tool of the registry it is given, with its "
-            f"description: {tool.name!r} is missing"
+            f"the system prompt lists every tool of the registry it is given, with its full "
+            f"description: {tool.name!r} or part of its description is missing"
         )
 
 

@@ -178,7 +178,10 @@ def pytest_runtest_makereport(
         )
 
 
-@pytest.hookimpl(hookwrapper=True)
+# tryfirst: the outermost wrapper, so the batch runs after pytest-timeout has stopped the last
+# test's timer. Inside it, a batch longer than one test's timeout (its tests each in time)
+# was cut short by that timer, and the next batch read the rest as forged reports.
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None]:
     yield
     # A file's in-host tests run as soon as the judge is done with the file, so that a

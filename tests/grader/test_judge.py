@@ -136,6 +136,51 @@ def test_every_test_using_a_fixture_that_patches_goes_to_the_host(tmp_path: Path
     assert len(errors) == 2 and all("NeedsHost" in line for line in errors), completed.stdout
 
 
+# An in-host batch that takes longer than one test's timeout (its tests each in time).
+_SLOW_BATCH = (
+    _JUDGING
+    + """
+import time
+from pathlib import Path
+
+
+def _slow_batch(tests, files):
+    time.sleep(2)
+    Path("batch-done").write_text(" ".join(tests))
+
+
+plugin._run_in_host = _slow_batch
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item):
+    plugin.state.to_host.append(item.nodeid)
+"""
+)
+
+
+def test_an_in_host_batch_is_not_cut_short_by_the_last_tests_timeout(tmp_path: Path) -> None:
+    # The batch ran inside the last test's pytest-timeout timer: cut short there, the rest
+    # of its reports were read with the next batch as forged, and an honest submission whose
+    # in-host tests together took longer than one timeout was flagged.
+    (tmp_path / "test_file.py").write_text("def test_one():\n    pass\n")
+    (tmp_path / "conftest.py").write_text(_SLOW_BATCH)
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    judge = ("-p", "grader._judge.plugin", "-p", "no:cacheprovider", "--timeout=1")
+    completed = subprocess.run(
+        [sys.executable, "-m", "pytest", *judge],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(COURSE_ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    done = tmp_path / "batch-done"
+    assert done.exists() and done.read_text() == "test_file.py::test_one", completed.stdout
+    assert completed.returncode == 0 and "Timeout" not in completed.stdout, completed.stdout
+
+
 def _lines(salt: str, outcomes: dict[str, tuple[bool, bool]]) -> list[bytes]:
     lines = []
     for nodeid, (real, canary) in outcomes.items():

@@ -116,22 +116,30 @@ def pytest_runtestloop(session):
 """
 
 
-def test_every_test_using_a_fixture_that_patches_goes_to_the_host(tmp_path: Path) -> None:
-    # NeedsHost is a BaseException, which pytest does not cache for a fixture: the fixture
-    # kept a finalizer, and its next test failed in the judge with pytest's own bare
-    # AssertionError (an honest submission lost the points of every later such test).
-    (tmp_path / "test_patches.py").write_text(_FIXTURE_THAT_PATCHES)
-    (tmp_path / "conftest.py").write_text(_JUDGING)
-    (tmp_path / "pytest.ini").write_text("[pytest]\n")
-    completed = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "grader._judge.plugin", "-p", "no:cacheprovider"],
-        cwd=tmp_path,
+def judge_pytest(
+    directory: Path, tests: str, conftest: str, *options: str
+) -> subprocess.CompletedProcess[str]:
+    """pytest with the judge's plugin in ``directory``: one test file and a conftest."""
+    (directory / "test_file.py").write_text(tests)
+    (directory / "conftest.py").write_text(conftest)
+    (directory / "pytest.ini").write_text("[pytest]\n")
+    judge = ("-p", "grader._judge.plugin", "-p", "no:cacheprovider", *options)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", *judge],
+        cwd=directory,
         env={**os.environ, "PYTHONPATH": str(COURSE_ROOT)},
         capture_output=True,
         text=True,
         timeout=120,
         check=False,
     )
+
+
+def test_every_test_using_a_fixture_that_patches_goes_to_the_host(tmp_path: Path) -> None:
+    # NeedsHost is a BaseException, which pytest does not cache for a fixture: the fixture
+    # kept a finalizer, and its next test failed in the judge with pytest's own bare
+    # AssertionError (an honest submission lost the points of every later such test).
+    completed = judge_pytest(tmp_path, _FIXTURE_THAT_PATCHES, _JUDGING)
     errors = [line for line in completed.stdout.splitlines() if line.startswith("ERROR")]
     assert len(errors) == 2 and all("NeedsHost" in line for line in errors), completed.stdout
 
@@ -163,19 +171,8 @@ def test_an_in_host_batch_is_not_cut_short_by_the_last_tests_timeout(tmp_path: P
     # The batch ran inside the last test's pytest-timeout timer: cut short there, the rest
     # of its reports were read with the next batch as forged, and an honest submission whose
     # in-host tests together took longer than one timeout was flagged.
-    (tmp_path / "test_file.py").write_text("def test_one():\n    pass\n")
-    (tmp_path / "conftest.py").write_text(_SLOW_BATCH)
-    (tmp_path / "pytest.ini").write_text("[pytest]\n")
-    judge = ("-p", "grader._judge.plugin", "-p", "no:cacheprovider", "--timeout=1")
-    completed = subprocess.run(
-        [sys.executable, "-m", "pytest", *judge],
-        cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(COURSE_ROOT)},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    tests = "def test_one():\n    pass\n"
+    completed = judge_pytest(tmp_path, tests, _SLOW_BATCH, "--timeout=1")
     done = tmp_path / "batch-done"
     assert done.exists() and done.read_text() == "test_file.py::test_one", completed.stdout
     assert completed.returncode == 0 and "Timeout" not in completed.stdout, completed.stdout

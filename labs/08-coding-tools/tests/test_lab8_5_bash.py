@@ -822,6 +822,22 @@ def test_a_spawn_failure_is_an_error_result(tmp_path: Path) -> None:
 
 
 @pytest.mark.challenge
+def test_an_environment_too_big_to_pass_on_is_an_error_result(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One variable larger than Linux passes in one string (128 KiB) and than macOS passes in
+    # all (1 MiB): bash inherits it, so the exec itself fails with E2BIG.
+    monkeypatch.setenv("PICOURSE_HUGE_VARIABLE", "x" * 1_500_000)
+    out = call_now(create_coding_tools(workspace), "bash", command="touch ran.txt")
+    assert out.is_error and "Argument list too long" in text_of(out), (
+        "when the system refuses to start bash because the environment is too big, return an "
+        "error result that gives the system's reason ('Argument list too long'); got: "
+        f"{text_of(out)[:200]!r}"
+    )
+    assert out.details.exit_code is None and not (workspace / "ran.txt").exists()
+
+
+@pytest.mark.challenge
 def test_a_command_too_long_for_the_system_suggests_a_script_file(workspace: Path) -> None:
     command = "echo " + "x" * 200_000
     out = call_now(create_coding_tools(workspace), "bash", command=command)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -290,6 +291,26 @@ def test_a_gitignore_that_is_a_fifo_never_stalls_glob(project: Path) -> None:
     out = run(search(), timeout=60)
     assert not out.is_error and "README.md" in lines_of(out), (
         f"a .gitignore that cannot be read is ignored: glob still answers. Got: {text_of(out)!r}"
+    )
+
+
+def test_a_huge_gitignore_is_read_only_up_to_its_first_mib(project: Path) -> None:
+    with open(project / ".gitignore", "wb") as file:
+        file.write(b"*.log\n#")
+        for _ in range(64):
+            file.write(b"x" * 2**20)
+    tracemalloc.start()
+    try:
+        out = glob(project, "*")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 * 2**20, (
+        f"glob held {peak / 2**20:.0f} MiB for a 64 MiB .gitignore: read at most its first "
+        "MiB (file.read(1 << 20)), so a huge file there cannot fill memory"
+    )
+    assert "README.md" in lines_of(out) and "notes.log" not in lines_of(out), (
+        "the lines within the first MiB still count: *.log still ignores notes.log"
     )
 
 

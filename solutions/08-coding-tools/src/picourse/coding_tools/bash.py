@@ -124,8 +124,13 @@ async def run_bash(
         )
     except (OSError, ValueError) as error:
         await asyncio.to_thread(scope.sweep)  # releases the cgroup
-        if getattr(error, "errno", None) == errno.E2BIG:
-            return refused(_too_long(len(command.encode())))
+        if getattr(error, "errno", None) == errno.E2BIG:  # the command itself was checked
+            return refused(
+                "Could not start bash: the command and the environment together are more than "
+                f"the system passes to a program ({os.strerror(errno.E2BIG)}). Unset large "
+                "environment variables, or write the script to a file in the workspace and "
+                "run it: bash script.sh"
+            )
         return refused(
             f"Could not start bash in {options.cwd}: {getattr(error, 'strerror', None) or error}. "
             "Check that the workspace directory exists and bash is installed."

@@ -12,6 +12,7 @@ implemented, forged in-host reports earn nothing; with a correct stage, nothing 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from coursekit.lab import Lab
+from coursekit.runner import LAB_PYTEST_ENV
 from grader.model import StageScore, TestResult, TestStatus, truncate
 
 
@@ -46,7 +48,12 @@ print("INVENTORY" + json.dumps(collector.items))
 def collect_inventory(lab: Lab, pristine: Path) -> list[InventoryItem]:
     """Every test of the pristine suite, with its stage, collected from a pristine copy."""
     result = subprocess.run(
-        [sys.executable, "-c", _COLLECT], cwd=pristine, capture_output=True, text=True, check=False
+        [sys.executable, "-c", _COLLECT],
+        cwd=pristine,
+        env={**os.environ, **LAB_PYTEST_ENV},
+        capture_output=True,
+        text=True,
+        check=False,
     )
     line = next((x for x in result.stdout.splitlines() if x.startswith("INVENTORY")), None)
     if line is None:

@@ -12,7 +12,10 @@ import tempfile
 
 from .needs_host import NeedsHost
 
-HOST_ENVIRONMENT = ("PATH", "HOME", "TMPDIR", "LANG", "PYTHONPATH", "PYTHONDONTWRITEBYTECODE")
+HOST_ENVIRONMENT = (
+    *("PATH", "HOME", "TMPDIR", "LANG", "PYTHONPATH", "PYTHONDONTWRITEBYTECODE"),
+    *("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "PYTEST_PLUGINS"),  # only pytest-timeout, as the judge
+)
 
 
 class HostGone(RuntimeError):

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from coursekit.runner import LAB_PYTEST_ENV
 from grader._judge import plugin as judge_plugin
 from grader._sandbox._argv import PRIVATE_TMP, as_user, bwrap_prefix, inner_limits
 from grader._sandbox._channel import keep_tail, read_lines, verify
@@ -123,6 +124,7 @@ def run_tests(
         "LANG": "C.UTF-8",
         "PYTHONPATH": str(plugin_dir),
         "PYTHONDONTWRITEBYTECODE": "1",
+        **LAB_PYTEST_ENV,  # the judge's own pytest passes these on to the in-host one
         judge_plugin.CHANNEL_FD: str(write_end),
         judge_plugin.CHANNEL_KEY: key.hex(),
     }

@@ -6,6 +6,8 @@ NotImplementedError only), passes solved, and kills each of its mutants.
 
 from __future__ import annotations
 
+import importlib.metadata
+import re
 from pathlib import Path
 
 import pytest
@@ -43,6 +45,25 @@ def test_the_solution_passes_every_lab_test(base: Path, tmp_path: Path) -> None:
     for stage in LAB.stages:
         assert stage_of(outcomes, LAB, stage.id), f"stage {stage.id} has no tests"
     assert len(outcomes) >= 90
+
+
+def test_a_lab_run_loads_pytest_timeout_and_no_other_installed_plugin(base: Path) -> None:
+    installed = {
+        entry.value.split(":")[0].split(".")[0]
+        for distribution in importlib.metadata.distributions()
+        for entry in distribution.entry_points
+        if entry.group == "pytest11"
+    }
+    output = run_lab_tests(base, extra=("--trace-config", "--collect-only")).output
+    active = {
+        name.split(".")[0] for name in re.findall(r"PLUGIN registered: <module '([\w.]+)'", output)
+    }
+    assert "pytest_timeout" in active, "the lab tests' timeouts need pytest-timeout"
+    assert active & installed == {"pytest_timeout"}, (
+        f"a lab run loaded {sorted(active & installed - {'pytest_timeout'})} too: each costs "
+        "every run's start, and nothing but pytest-timeout belongs in a run that judges "
+        "student code (coursekit.runner.LAB_PYTEST_ENV)"
+    )
 
 
 @pytest.mark.parametrize("stage_id", [s.id for s in LAB.stages])

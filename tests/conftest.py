@@ -13,18 +13,21 @@ from xdist.scheduler import LoadScopeScheduling, Scheduling
 GRADER_TESTS = "tests/grader/"
 
 
-class _GraderTestsOnOneWorker(LoadScopeScheduling):  # type: ignore[misc]  # untyped
-    """pytest-xdist's load scheduling, except that every grader test goes to one worker.
+class _ModuleFixturesMadeOnce(LoadScopeScheduling):  # type: ignore[misc]  # untyped
+    """pytest-xdist's load scheduling, except that the tests of one grader module stay on one
+    worker, so that its module fixtures (the graded samples, a red team's class) are made
+    once, not once per worker; other tests spread one by one (their fixtures are cheap).
 
-    Each grader run already keeps to itself (uids it claims with a lock, its own pids
-    cgroup), but two of them at once on two cores would cut into each other's wall limits;
-    on one worker its module fixtures (the graded samples) are also made once, not once per
-    worker. xdist's own ``--dist loadgroup`` cannot do this under pytest >= 9.2: it groups by
-    rewriting node ids, which pytest no longer reads (pytest-dev/pytest-xdist#1386).
+    xdist's own ``--dist loadgroup`` cannot do this under pytest >= 9.2: it groups by
+    rewriting node ids, which pytest no longer reads (pytest-dev/pytest-xdist#1386). Grader
+    modules run side by side: each grader run keeps to itself (its own uids under a lock,
+    its own cgroup), and a wall that a finishing run must not meet leaves room for a loaded
+    machine.
     """
 
     def _split_scope(self, nodeid: str) -> str:
-        return GRADER_TESTS if nodeid.startswith(GRADER_TESTS) else nodeid
+        path = nodeid.split("::", 1)[0]
+        return path if path.startswith(GRADER_TESTS) else nodeid
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
@@ -34,9 +37,9 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Producer) -> Scheduling | None:
-    # loadscopereorder (on by default) starts the largest scope, the grader's, first.
+    # loadscopereorder (on by default) starts the largest scopes first.
     if config.getvalue("dist") == "loadgroup":
-        return _GraderTestsOnOneWorker(config, log)
+        return _ModuleFixturesMadeOnce(config, log)
     return None
 
 

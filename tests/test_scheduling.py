@@ -1,20 +1,22 @@
-"""The project's own scheduling: every grader test runs on one xdist worker, whatever
-pytest-xdist's ``loadgroup`` does with the pytest at hand (tests/conftest.py)."""
+"""The project's own scheduling: the tests of one grader module run on one xdist worker,
+whatever pytest-xdist's ``loadgroup`` does with the pytest at hand (tests/conftest.py)."""
 
 from __future__ import annotations
 
 import re
 import subprocess
 import sys
+from collections import defaultdict
 
 from coursekit.layout import COURSE_ROOT
+from tests.conftest import GRADER_TESTS
 
-# Fast grader tests of two modules, beside fast tests of another folder.
-GRADER = ["tests/grader/test_results_store.py", "tests/grader/test_reports.py"]
+# Fast tests of two grader modules, beside fast tests of another folder.
+GRADER = [f"{GRADER_TESTS}test_results_store.py", f"{GRADER_TESTS}test_reports.py"]
 OTHER = ["tests/runtime/test_tool.py"]
 
 
-def test_grader_tests_share_one_worker_and_the_rest_spread() -> None:
+def test_each_grader_module_stays_on_one_worker_and_the_rest_spread() -> None:
     options = ("-v", "-p", "no:cacheprovider", "-n", "2")
     completed = subprocess.run(
         [sys.executable, "-m", "pytest", *options, *GRADER, *OTHER],
@@ -25,11 +27,13 @@ def test_grader_tests_share_one_worker_and_the_rest_spread() -> None:
         check=False,
     )
     assert completed.returncode == 0, completed.stdout[-3000:]
-    workers: dict[str, set[str]] = {"grader": set(), "other": set()}
+    workers: dict[str, set[str]] = defaultdict(set)
     for worker, nodeid in re.findall(r"\[(gw\d+)\] \[\s*\d+%\] PASSED (\S+)", completed.stdout):
-        workers["grader" if nodeid.startswith("tests/grader/") else "other"].add(worker)
-    assert len(workers["grader"]) == 1, (
-        f"grader tests ran on {sorted(workers['grader'])}: two grader runs at once cut into "
-        "each other's wall limits (see _GraderTestsOnOneWorker in tests/conftest.py)"
-    )
-    assert workers["other"], completed.stdout[-3000:]
+        workers[nodeid.split("::")[0]].add(worker)
+    for module in GRADER:
+        assert len(workers[module]) == 1, (
+            f"the tests of {module} ran on {sorted(workers[module])}: its module fixtures "
+            "(a graded class) would be made on each (see _ModuleFixturesMadeOnce in "
+            "tests/conftest.py)"
+        )
+    assert workers[OTHER[0]], completed.stdout[-3000:]

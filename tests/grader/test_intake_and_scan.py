@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import tarfile
 import zipfile
 from pathlib import Path
@@ -10,8 +11,10 @@ import pytest
 
 from coursekit import load_lab
 from coursekit.layout import solution_root
+from grader import GradeOptions, grade_submissions
 from grader._intake import InvalidSubmission, Submission, discover, lab_modules
 from grader._scan import scan, suspicious
+from tests.grader.graded_class import gradebook, solved_modules
 
 LAB = load_lab("08")
 READ = "src/picourse/coding_tools/read.py"
@@ -156,3 +159,20 @@ def test_the_scan_parses_a_cookie_declared_encoding_like_python_does() -> None:
     hidden = b"# coding: utf-7\n+AGk-mport gc\n"
     assert any("imports gc" in note for note in scan({READ: hidden}).notes)
     assert any("declares the source encoding utf-7" in n for n in scan({READ: hidden}).notes)
+
+
+@pytest.mark.slow
+def test_archives_and_bad_archives_are_graded_or_invalid(tmp_path: Path) -> None:
+    submissions = tmp_path / "subs"
+    submissions.mkdir()
+    solved_modules(tmp_path / "zipped" / "lab08")
+    shutil.make_archive(str(submissions / "zoe"), "zip", tmp_path / "zipped")
+    (submissions / "broken.zip").write_bytes(b"PK\x03\x04 no")
+    with zipfile.ZipFile(submissions / "sneaky.zip", "w") as bundle:
+        bundle.writestr("../../escape.py", "x")
+    out = tmp_path / "out"
+    grade_submissions(submissions, out, GradeOptions(jobs=2))
+    book = gradebook(out)
+    assert (book["zoe"]["status"], float(book["zoe"]["total"])) == ("graded", 100.0)
+    assert book["broken"]["status"] == "invalid" and book["sneaky"]["status"] == "invalid"
+    assert not (tmp_path / "escape.py").exists()

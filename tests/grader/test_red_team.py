@@ -187,7 +187,8 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, str]
         COURSE_ROOT / "grader/examples/submissions/full-solution", submissions / "honest"
     )
     out = tmp_path_factory.mktemp("red-team-out")
-    limits = Limits(wall_seconds=120, test_seconds=30)
+    # The honest reference must finish, also beside other grader modules on a loaded machine.
+    limits = Limits(wall_seconds=300, test_seconds=30)
     grade_submissions(submissions, out, GradeOptions(jobs=2, limits=limits))
     rows = csv.DictReader(io.StringIO((out / "gradebook.csv").read_text()))
     return {row["student"]: row for row in rows}

@@ -1,0 +1,30 @@
+"""What the grading tests share: a submission made of reference modules, and the gradebook."""
+
+from __future__ import annotations
+
+import csv
+import io
+import shutil
+from pathlib import Path
+
+from coursekit import load_lab
+from coursekit.layout import solution_root
+
+LAB = load_lab("08")
+
+
+def solved_modules(destination: Path, stages: list[str] | None = None) -> Path:
+    """A minimal practice directory holding the reference modules of some stages."""
+    for stage in LAB.stages:
+        if stages is None or stage.id in stages:
+            for module in stage.modules:
+                target = destination / module
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(solution_root(LAB.root.name) / module, target)
+    (destination / "src/picourse/coding_tools").mkdir(parents=True, exist_ok=True)
+    return destination
+
+
+def gradebook(out: Path) -> dict[str, dict[str, str]]:
+    rows = csv.DictReader(io.StringIO((out / "gradebook.csv").read_text()))
+    return {row["student"]: row for row in rows}

@@ -11,8 +11,6 @@ import shutil
 from collections.abc import Iterable
 from pathlib import Path
 
-import copier
-
 from coursekit.lab import Lab, Mutant
 from coursekit.layout import SCAFFOLD, solution_root
 from coursekit.release import Release
@@ -54,6 +52,8 @@ def render_release(lab: Lab, destination: Path, release: Release) -> None:
 
 
 def _render(lab: Lab, template: Path, destination: Path, version: str | None = None) -> None:
+    import copier  # here, not at the top: its import costs every command ~0.5 s of CPU
+
     copier.run_copy(
         str(template),
         str(destination),

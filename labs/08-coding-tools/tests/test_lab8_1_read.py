@@ -6,7 +6,12 @@ These tests run with containment="unrestricted" because containment is Lab 8.2's
 from __future__ import annotations
 
 import asyncio
+import bisect
+import errno
+import itertools
+import mmap
 import os
+import socket
 import time
 import tracemalloc
 from collections.abc import Callable
@@ -18,6 +23,7 @@ import pytest
 from lab_helpers import call, call_now, end_or_release, play_fifo_writer, run, text_of, utf8_len
 from picourse.abort import AbortController, AbortSignal
 from picourse.coding_tools import ReadDetails, create_coding_tools
+from picourse.coding_tools.errors import describe_os_error
 from picourse.tool import ToolOutput, ToolRegistry
 
 pytestmark = pytest.mark.lab8_1
@@ -35,6 +41,24 @@ def write_lines(path: Path, count: int, width: int = 10) -> list[str]:
     lines = [f"line {n}".ljust(width, ".") for n in range(1, count + 1)]
     path.write_text("\n".join(lines) + "\n")
     return lines
+
+
+def fresh_read(
+    path: Path, lines: list[str], offset: int, most: int, budget: int
+) -> tuple[str, ReadDetails]:
+    """What a read of ``path`` (whose lines all fit the budget) shows, as the handout says:
+    the longest window of at most ``most`` lines from ``offset`` that fits ``budget``
+    bytes together with its notice, and its details."""
+    total = len(lines)
+    for count in range(min(most, total - offset + 1), 0, -1):
+        end = offset + count - 1
+        text = numbered(lines[offset - 1 : end], offset)
+        if end < total:
+            text += f"\n\n[Showing lines {offset}-{end} of {total}; continue with offset={end + 1}]"
+        if utf8_len(text) <= budget:
+            size = path.stat().st_size
+            return text, ReadDetails(str(path), size, total, offset, end, end < total)
+    raise AssertionError(f"the test's line {offset} must fit in {budget} bytes")
 
 
 def test_lines_are_numbered_and_details_describe_the_file(workspace: Path) -> None:
@@ -184,9 +208,14 @@ def test_an_offset_beyond_the_end_is_an_error(
     (workspace / "f.txt").write_text(content)
     out = call_now(tools(workspace), "read", path="f.txt", offset=offset)
     assert out.is_error, "an offset past the last line must be an error, not an empty success"
-    assert f"offset={offset} is beyond the end of the file ({total} lines)" in text_of(out), (
-        f"offset={offset} is past the last line of a file of {total} lines (only an empty "
-        f"file may be read at offset 1); got: {text_of(out)!r}"
+    last = max(total, 1)
+    assert (
+        f"offset={offset} is beyond the end of the file ({total} lines). "
+        f"Use an offset between 1 and {last}" in text_of(out)
+    ), (
+        f"offset={offset} is past the last line of a file of {total} lines, and the error "
+        f"must name the offsets that work: 1 to {last} (only an empty file may be read at "
+        f"offset 1, so the last is max(total, 1)); got: {text_of(out)!r}"
     )
 
 
@@ -230,17 +259,25 @@ def test_a_last_line_without_newline_that_cannot_fit_is_refused_too(workspace: P
     assert "xxxxxxxxxx" not in text_of(out), "the error must not include part of the line"
 
 
+@pytest.mark.parametrize("char", ["x", "é"], ids=["ascii", "two-byte"])
 @pytest.mark.parametrize("ending", ["\n", ""], ids=["newline", "no-final-newline"])
-def test_a_files_only_line_that_cannot_fit_is_refused_not_cut(workspace: Path, ending: str) -> None:
-    (workspace / "f.txt").write_text("x" * 500 + ending)
+def test_a_files_only_line_that_cannot_fit_is_refused_not_cut(
+    workspace: Path, ending: str, char: str
+) -> None:
+    (workspace / "f.txt").write_text(char * 500 + ending)
     out = call_now(tools(workspace, max_read_bytes=100), "read", path="f.txt")
     assert out.is_error, (
         "invariant: a line is shown whole or not at all, also when it is the file's only "
         "line and no notice is needed: refuse it, never cut it to fit the budget. Got: "
         f"{text_of(out)[:120]!r}"
     )
-    assert "too small to return a complete line starting at line 1" in text_of(out)
-    assert "xxxxxxxxxx" not in text_of(out), "the error must not include part of the line"
+    assert "too small to return a complete line starting at line 1" in text_of(out), (
+        "a line that cannot fit is refused as too small, whatever its characters. The file "
+        "is valid UTF-8: the max_read_bytes + 1 bytes you keep of a long line may end inside "
+        "a character, so never decode a line that does not fit. Got: "
+        f"{text_of(out)[:160]!r}"
+    )
+    assert char * 10 not in text_of(out), "the error must not include part of the line"
 
 
 def test_memory_is_bounded_by_the_window_not_the_file_or_one_line(workspace: Path) -> None:
@@ -284,15 +321,17 @@ def test_details_path_is_the_joined_path_not_the_symlink_target(workspace: Path)
 @pytest.mark.parametrize(
     ("make", "expect", "offset"),
     [
-        (lambda d: None, "not found", 1),
-        (lambda d: (d / "f.txt").mkdir(), "directory", 1),
-        (lambda d: (d / "f.txt").write_bytes(b"\x7fELF\x00\x00\x01binary"), "binary", 1),
+        (lambda d: None, ["not found"], 1),
+        (lambda d: (d / "f.txt").mkdir(), ["directory"], 1),
+        (lambda d: (d / "f.txt").write_bytes(b"\x7fELF\x00\x00\x01binary"), ["binary"], 1),
         # the NUL is in the first 8192 bytes but on line 501, past the default window
-        (lambda d: (d / "f.txt").write_bytes(b"text line\n" * 500 + b"\x00\n"), "binary", 1),
+        (lambda d: (d / "f.txt").write_bytes(b"text line\n" * 500 + b"\x00\n"), ["binary"], 1),
         # the NUL is on line 1, before a window that starts at line 2: the first 8192
         # bytes of the file decide, wherever the window starts
-        (lambda d: (d / "f.txt").write_bytes(b"a\x00b\n" + b"clean text\n" * 3), "binary", 2),
-        (lambda d: (d / "f.txt").write_bytes(b"caf\xe9 latin-1\n"), "UTF-8", 1),
+        (lambda d: (d / "f.txt").write_bytes(b"a\x00b\n" + b"clean text\n" * 3), ["binary"], 2),
+        (lambda d: (d / "f.txt").write_bytes(b"caf\xe9 latin-1\n"), ["UTF-8", "line 1"], 1),
+        # the window starts at line 2, and its second line is the first that is not UTF-8
+        (lambda d: (d / "f.txt").write_bytes(b"ok\nok\ncaf\xe9\nok\n"), ["UTF-8", "line 3"], 2),
     ],
     ids=[
         "missing",
@@ -301,16 +340,64 @@ def test_details_path_is_the_joined_path_not_the_symlink_target(workspace: Path)
         "binary-past-the-window",
         "binary-before-the-window",
         "invalid-utf8",
+        "invalid-utf8-inside-the-window",
     ],
 )
 def test_unreadable_targets_are_clear_error_results(
-    workspace: Path, make: Callable[[Path], object], expect: str, offset: int
+    workspace: Path, make: Callable[[Path], object], expect: list[str], offset: int
 ) -> None:
     make(workspace)
     out = call_now(tools(workspace), "read", path="f.txt", offset=offset)
-    assert out.is_error, f"reading a {expect} target must be an error result, not garbage"
-    assert expect.lower() in text_of(out).lower(), (
-        f"the error must say what is wrong ({expect!r}), got: {text_of(out)}"
+    assert out.is_error, f"reading a {expect[0]} target must be an error result, not garbage"
+    for words in expect:
+        assert words.lower() in text_of(out).lower(), (
+            f"the error must say what is wrong ({words!r}; a line that is not UTF-8 is "
+            f"named by its number in the file), got: {text_of(out)}"
+        )
+    assert "f.txt" in text_of(out), (
+        "invariant: an error about the file names it as path gave it ('f.txt'), so the "
+        f"model knows which file it is about; got: {text_of(out)}"
+    )
+
+
+@pytest.mark.parametrize(
+    ("offset", "limit", "budget", "shown"),
+    [(4, None, 48_000, (4, 6)), (1, 2, 48_000, (1, 2)), (1, None, 145, (1, 1))],
+    ids=["before-the-window", "past-the-limit", "past-the-budget"],
+)
+def test_a_line_outside_the_window_need_not_be_utf8(
+    workspace: Path, offset: int, limit: int | None, budget: int, shown: tuple[int, int]
+) -> None:
+    # Line 3 is not UTF-8. With numbers, lines 1-3 take 8 + 40 + 1 + 8 + 40 + 1 + 8 + 40 =
+    # 146 bytes, one more than 145: line 3 does not fit, whatever the notice.
+    raw = [b"x" * 40] * 2 + [b"\xff" + b"x" * 39] + [b"y" * 40] * 3
+    (workspace / "f.txt").write_bytes(b"\n".join(raw) + b"\n")
+    first, last = shown
+    expected = numbered([raw[n - 1].decode() for n in range(first, last + 1)], first)
+    if last < len(raw):
+        notice = f"[Showing lines {first}-{last} of {len(raw)}; continue with offset={last + 1}]"
+        expected += f"\n\n{notice}"
+    out = call_now(
+        tools(workspace, max_read_bytes=budget), "read", path="f.txt", offset=offset, limit=limit
+    )
+    assert text_of(out) == expected, (
+        f"line 3 is not UTF-8, but the window is lines {first}-{last}: decode a line only "
+        "once it is in the window. Lines before it are only counted, and a line past the "
+        "limit or one that does not fit the budget is never decoded (the bytes kept of it "
+        f"may end inside a character). Got: {text_of(out)!r}"
+    )
+
+
+def test_any_other_os_error_is_worded_by_describe_os_error(workspace: Path) -> None:
+    (workspace / "f.txt").write_text("a file, not a directory\n")
+    out = call_now(tools(workspace), "read", path="f.txt/inner.txt")
+    error = NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR))
+    assert out.is_error and text_of(out) == describe_os_error(
+        "f.txt/inner.txt", error, action="read"
+    ), (
+        "an OSError while opening or reading is an error result worded by "
+        "describe_os_error(path, error, action='read') (here a parent of the path is a "
+        f"file), got: {text_of(out)!r}"
     )
 
 
@@ -375,28 +462,68 @@ def test_a_file_changed_between_reads_is_read_afresh(workspace: Path, settled_cl
 def test_a_remembered_file_shows_the_right_lines_at_every_offset(
     workspace: Path, settled_clock: None
 ) -> None:
-    # 1.25 MiB of 100-byte lines, more than one chunk of any usual size. The first read
-    # scans it all (whatever is remembered from that scan). Then a window starts at each
-    # line that holds a multiple of 8 KiB, where a chunked scan keeps its checkpoints (the
-    # 8192-byte sniff, 64 KiB or 1 MiB chunks) and which mostly falls inside a line, and
-    # at the line after it. A few hundred reads: cheap for any implementation.
-    width = 100
+    # 1.25 MiB of 101-byte lines after an empty one, more than one chunk of any usual size.
+    # The first read scans it all (whatever is remembered from that scan). Then a window
+    # starts at each line that holds a multiple of 8 KiB, where a chunked scan keeps its
+    # checkpoints (the 8192-byte sniff, 64 KiB or 1 MiB chunks), and at the line after it.
+    # The width is odd, so these bytes fall on every place in a line in turn, its newline
+    # included. A few hundred reads, with three limits and budgets in turn: cheap for any
+    # implementation, and each must show exactly what a fresh count shows.
     path = workspace / "log.txt"
-    lines = [f"{n:07d} ".ljust(width - 1, "b") for n in range(1, (5 << 18) // width)]
+    lines = [""] + [f"{n:07d} ".ljust(100, "b") for n in range(2, (5 << 18) // 101)]
     path.write_text("\n".join(lines) + "\n")
-    registry = tools(workspace)
-    first = call_now(registry, "read", path="log.txt", offset=len(lines))
+    starts = [0, *itertools.accumulate(len(line) + 1 for line in lines)]
+    first = call_now(tools(workspace), "read", path="log.txt", offset=len(lines))
     assert first.details.lines == len(lines)
-    holding = {byte // width + 1 for byte in range(0, len(lines) * width, 8192)}
-    offsets = {1, len(lines)} | {n + step for n in holding for step in (0, 1)}
-    for offset in sorted(o for o in offsets if o <= len(lines)):
-        out = call_now(registry, "read", path="log.txt", offset=offset, limit=2)
-        shown = lines[offset - 1 : offset + 1]
-        assert text_of(out).split("\n")[: len(shown)] == numbered(shown, offset).split("\n"), (
-            f"reading log.txt again at offset={offset} showed the wrong lines: what is "
-            "remembered of a file must lead to the same window as a fresh count"
+    holding = {bisect.bisect_right(starts, byte) for byte in range(0, starts[-1], 8192)}
+    offsets = {1, 2, len(lines)} | {n + step for n in holding for step in (0, 1)}
+    windows = [(2, 48_000), (1, 48_000), (5, 300)]  # (limit, max_read_bytes)
+    registries = {budget: tools(workspace, max_read_bytes=budget) for _, budget in windows}
+    for turn, offset in enumerate(sorted(o for o in offsets if o <= len(lines))):
+        limit, budget = windows[turn % len(windows)]
+        out = call_now(registries[budget], "read", path="log.txt", offset=offset, limit=limit)
+        assert (text_of(out), out.details) == fresh_read(path, lines, offset, limit, budget), (
+            f"reading log.txt again at offset={offset} (limit={limit}, max_read_bytes="
+            f"{budget}) showed something else than a fresh count would: what is remembered "
+            "of a file must lead to the same text and details (lines, bytes, end_line) at "
+            f"every offset. Got: {text_of(out)[:300]!r} with {out.details}"
         )
-        assert out.details.lines == len(lines)
+
+
+def test_a_file_changed_as_its_read_starts_is_not_remembered(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A file can change again within the timestamp tick of its last change and keep its
+    # size and times. Writing through a shared memory map to pages already written does
+    # the same (on Linux the times change only when a clean page is first written). The
+    # clock here reads the moment of the file's last change: nothing read of it now may be
+    # trusted later, since the next change may leave no trace in os.stat.
+    path = workspace / "log.txt"
+    lines = [f"{n:07d} ".ljust(99, "c") for n in range(1, (5 << 18) // 100)]
+    path.write_text("\n".join(lines) + "\n")
+    with open(path, "r+b") as file, mmap.mmap(file.fileno(), 0) as mapped:
+        for at in range(0, len(mapped), mmap.PAGESIZE):
+            mapped[at] = mapped[at]  # every page written once: later writes change no time
+        status = os.stat(path)
+        stamp = max(status.st_mtime_ns, status.st_ctime_ns)
+        monkeypatch.setattr(time, "time_ns", lambda: stamp)
+        monkeypatch.setattr(time, "time", lambda: stamp / 10**9)
+        registry = tools(workspace)
+        before = call_now(registry, "read", path="log.txt", offset=len(lines))
+        assert before.details.lines == len(lines)
+        for at in range(50, len(mapped) // 2, 1000):
+            mapped[at] = ord("\n")  # more lines, the same size
+        now = mapped[:].decode().split("\n")[:-1]
+        offset = len(now) - 5
+        after = call_now(registry, "read", path="log.txt", offset=offset, limit=2)
+    assert (text_of(after), after.details) == fresh_read(path, now, offset, 2, 48_000), (
+        "log.txt changed right after a read that started at the moment of its last change "
+        "(the test sets time.time_ns and time.time to it), and the change left its size and "
+        "times as they were: the next read must count it afresh. Remember nothing of a "
+        "file changed less than a timestamp tick before the read started (git's racy-"
+        f"timestamp rule), or nothing at all. Got: {text_of(after)[:200]!r} with "
+        f"{after.details}"
+    )
 
 
 def test_a_fifo_is_refused_without_waiting_for_a_writer(workspace: Path) -> None:
@@ -420,11 +547,32 @@ def test_a_fifo_is_refused_without_waiting_for_a_writer(workspace: Path) -> None
     )
 
 
-def test_a_device_is_refused(workspace: Path) -> None:
-    out = call_now(tools(workspace), "read", path=os.devnull)
+def make_socket(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.chdir(workspace)  # a relative name: a socket's path has a length limit
+    with socket.socket(socket.AF_UNIX) as listener:
+        listener.bind("socket")  # the file stays after the socket is closed
+    return "socket"
+
+
+@pytest.mark.parametrize(
+    ("make", "why"),
+    [
+        (lambda workspace, monkeypatch: os.devnull, "a device like /dev/zero never ends"),
+        (make_socket, "a socket cannot even be opened: os.open fails (ENXIO), so os.stat it"),
+    ],
+    ids=["device", "socket"],
+)
+def test_a_device_or_a_socket_is_refused(
+    workspace: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    make: Callable[[Path, pytest.MonkeyPatch], str],
+    why: str,
+) -> None:
+    path = make(workspace, monkeypatch)
+    out = call_now(tools(workspace), "read", path=path)
     assert out.is_error and "not a regular file" in text_of(out), (
-        f"{os.devnull} is a device, not a file to read (a device like /dev/zero never ends): "
-        f"the error must say 'not a regular file', got: {text_of(out)!r}"
+        f"{path} is not a file to read ({why}): the error must say 'not a regular file', "
+        f"got: {text_of(out)!r}"
     )
 
 
@@ -455,6 +603,11 @@ def test_an_abort_during_the_scan_ends_the_read(workspace: Path) -> None:
     assert early.is_error and "aborted" in text_of(early), (
         "a read whose signal is already aborted must end at once with an error saying 'aborted'"
     )
+    for result in (out, early):
+        assert "sparse.log" in text_of(result), (
+            "invariant: an error about the file names it as path gave it, an abort too: "
+            f"the model may have several reads under way; got: {text_of(result)!r}"
+        )
 
 
 class ListenerCount(AbortSignal):

@@ -123,20 +123,33 @@ def _cost(number: int, line: bytes | bytearray, first: bool) -> int:
 def _open_regular(path: str) -> tuple[int, os.stat_result]:
     """Open without waiting (a FIFO's open blocks until a writer comes) and accept only a
     regular file, judged on the open descriptor so nothing can be swapped in between."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as error:
+        # A socket cannot even be opened (ENXIO on Linux, EOPNOTSUPP on macOS): refuse it
+        # like any other file that is not regular, not as an OS error.
+        if error.errno in (errno.ENXIO, errno.EOPNOTSUPP):
+            mode = os.stat(path).st_mode
+            if not stat.S_ISREG(mode):
+                raise _ReadRefused(_not_regular(mode)) from None
+        raise
     try:
         status = os.fstat(fd)
         if stat.S_ISDIR(status.st_mode):
             raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
         if not stat.S_ISREG(status.st_mode):
-            raise _ReadRefused(
-                f"it is not a regular file (it is {_kind(status.st_mode)}); read only reads "
-                "regular files. Inspect it with bash, for example `ls -l <path>`."
-            )
+            raise _ReadRefused(_not_regular(status.st_mode))
     except BaseException:
         os.close(fd)
         raise
     return fd, status
+
+
+def _not_regular(mode: int) -> str:
+    return (
+        f"it is not a regular file (it is {_kind(mode)}); read only reads "
+        "regular files. Inspect it with bash, for example `ls -l <path>`."
+    )
 
 
 def _kind(mode: int) -> str:

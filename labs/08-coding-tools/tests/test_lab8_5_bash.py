@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -826,7 +827,11 @@ def test_an_environment_too_big_to_pass_on_is_an_error_result(
     workspace: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # One variable larger than Linux passes in one string (128 KiB) and than macOS passes in
-    # all (1 MiB): bash inherits it, so the exec itself fails with E2BIG.
+    # all (1 MiB): bash inherits it, so the exec itself fails with E2BIG. PATH holds bash's
+    # folder only: a folder before it that the user may not enter would fail first (EACCES).
+    bash = shutil.which("bash")
+    assert bash is not None, "these tests need bash"
+    monkeypatch.setenv("PATH", os.path.dirname(bash))
     monkeypatch.setenv("PICOURSE_HUGE_VARIABLE", "x" * 1_500_000)
     out = call_now(create_coding_tools(workspace), "bash", command="touch ran.txt")
     assert out.is_error and "Argument list too long" in text_of(out), (

@@ -16,6 +16,7 @@ import pytest
 
 from coursekit import load_lab
 from coursekit.layout import COURSE_ROOT
+from coursekit.runner import LAB_PYTEST_ENV
 from grader._judge import hosted, hosted_plugin, needs_host
 from grader._judge.wire import Codec, WireError
 from grader._scoring import InventoryItem, score
@@ -119,7 +120,8 @@ def pytest_runtestloop(session):
 def judge_pytest(
     directory: Path, tests: str, conftest: str, *options: str
 ) -> subprocess.CompletedProcess[str]:
-    """pytest with the judge's plugin in ``directory``: one test file and a conftest."""
+    """pytest with the judge's plugin in ``directory``: one test file and a conftest, with
+    the plugins a graded run loads (pytest-timeout only)."""
     (directory / "test_file.py").write_text(tests)
     (directory / "conftest.py").write_text(conftest)
     (directory / "pytest.ini").write_text("[pytest]\n")
@@ -127,7 +129,7 @@ def judge_pytest(
     return subprocess.run(
         [sys.executable, "-m", "pytest", *judge],
         cwd=directory,
-        env={**os.environ, "PYTHONPATH": str(COURSE_ROOT)},
+        env={**os.environ, **LAB_PYTEST_ENV, "PYTHONPATH": str(COURSE_ROOT)},
         capture_output=True,
         text=True,
         timeout=120,

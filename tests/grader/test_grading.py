@@ -29,10 +29,9 @@ def samples_graded(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for sample in SAMPLES.iterdir():
         group = "hanging" if sample.name == HANGING_SAMPLE else "finishing"
         shutil.copytree(sample, staged / group / sample.name, symlinks=True)
-    # The wall is generous: on a loaded 2-core machine no run that finishes may be cut
-    # short (allocate-without-end fills its 1 GiB address space in each of ~200 tests:
-    # 40 s alone on an idle 2-core machine, over 150 s in CI, and other grader modules run
-    # beside this one). The hanging sample meets the
+    # The wall is generous: on a loaded 2-core machine (other grader modules run beside
+    # this one) no run that finishes may be cut short; allocate-without-end meets its
+    # 1 GiB address-space limit in each of its 52 read tests. The hanging sample meets the
     # wall whatever it is, so it gets a wall of its own, graded into the same class.
     limits = Limits(wall_seconds=600, test_seconds=30)
     grade_submissions(staged / "finishing", out, GradeOptions(jobs=2, limits=limits))

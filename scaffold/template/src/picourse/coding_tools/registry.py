@@ -7,7 +7,6 @@ here: ``navigation`` (8.7), ``confirm`` (8.8) and ``careful_edits`` (8.9).
 
 from __future__ import annotations
 
-import asyncio
 import os
 from typing import Any
 
@@ -21,6 +20,7 @@ from picourse.coding_tools.ls import list_directory
 from picourse.coding_tools.mutation_queue import canonical_key
 from picourse.coding_tools.options import CodingToolOptions, Containment
 from picourse.coding_tools.read import read_file
+from picourse.coding_tools.threads import in_thread
 from picourse.coding_tools.write import write_file
 from picourse.tool import (
     Array,
@@ -145,7 +145,7 @@ def read_tool(options: CodingToolOptions) -> Tool:
         if options.ledger is not None and isinstance(output.details, ReadDetails):
             # Careful edits (8.9): remember what the model has seen of this file.
             key = canonical_key(output.details.path)
-            await asyncio.to_thread(options.ledger.record_file, key)
+            await in_thread(options.ledger.record_file, key)
         return output
 
     return Tool(

@@ -30,6 +30,7 @@ from picourse.coding_tools.confirm import ask_before_command
 from picourse.coding_tools.details import BashDetails
 from picourse.coding_tools.options import CodingToolOptions
 from picourse.coding_tools.output_budget import OutputBudget
+from picourse.coding_tools.threads import in_thread
 from picourse.messages import text
 from picourse.tool import ToolOutput
 
@@ -123,7 +124,7 @@ async def run_bash(
             env=scope.env(),
         )
     except (OSError, ValueError) as error:
-        await asyncio.to_thread(scope.sweep)  # releases the cgroup
+        await in_thread(scope.sweep)  # releases the cgroup
         if getattr(error, "errno", None) == errno.E2BIG:  # the command itself was checked
             return refused(
                 "Could not start bash: the command and the environment together are more than "
@@ -134,6 +135,14 @@ async def run_bash(
         return refused(
             f"Could not start bash in {options.cwd}: {getattr(error, 'strerror', None) or error}. "
             "Check that the workspace directory exists and bash is installed."
+        )
+    except RuntimeError as error:
+        # Python 3.11's asyncio (and macOS's) watches each child from a thread of its own;
+        # when none can be started, bash may already run, unwatched: the sweep ends it.
+        await in_thread(scope.sweep)
+        return refused(
+            f"Could not start bash: {error} to watch it. This user's process limit "
+            "(ulimit -u, which counts threads) is reached: end some processes and try again."
         )
     scope.attach(transport.get_pid())
     ending: asyncio.Future[str] = loop.create_future()
@@ -158,9 +167,9 @@ async def run_bash(
         timer.cancel()
         remove_listener()
         if reason != "exit":
-            await asyncio.to_thread(scope.terminate)
-            await asyncio.to_thread(scope.wait_until_gone, KILL_GRACE_SECONDS)
-        await asyncio.to_thread(scope.sweep)
+            await in_thread(scope.terminate)
+            await in_thread(scope.wait_until_gone, KILL_GRACE_SECONDS)
+        await in_thread(scope.sweep)
         swept = True
         await protocol.exited
         await asyncio.wait({protocol.pipes_closed}, timeout=DRAIN_AFTER_KILL_SECONDS)
@@ -168,7 +177,7 @@ async def run_bash(
         timer.cancel()
         remove_listener()
         if not swept:  # cancelled from outside: no grace, and finish even if cancelled again
-            await asyncio.shield(asyncio.to_thread(scope.sweep))
+            await asyncio.shield(in_thread(scope.sweep))
         protocol.stop_discarding()
         transport.close()
 
@@ -267,8 +276,8 @@ class _Discard:
     moves a pipe-full rather than one small write: an event-loop reader woke up for every
     write of the command and cost more than the command itself. The pipe's transport is
     paused meanwhile and resumed at end of file, so it still sees the end and reports the
-    pipe closed. Where splice is missing (macOS) there is no thread: the transport keeps
-    reading and the budget keeps dropping what it gets."""
+    pipe closed. Where splice is missing (macOS), or no thread can be started, there is no
+    thread: the transport keeps reading and the budget keeps dropping what it gets."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, pipe: asyncio.ReadTransport) -> None:
         self._loop = loop
@@ -282,7 +291,10 @@ class _Discard:
         discard = cls(loop, pipe)
         if hasattr(os, "splice"):
             pipe.pause_reading()
-            discard._thread.start()
+            try:
+                discard._thread.start()
+            except RuntimeError:  # no thread to be had (the process limit)
+                pipe.resume_reading()
         return discard
 
     def _drain(self) -> None:

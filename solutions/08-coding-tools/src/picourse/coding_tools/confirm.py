@@ -7,7 +7,6 @@ asks nothing and writes nothing. Bash asks with the command. Read-only tools nev
 
 from __future__ import annotations
 
-import asyncio
 import difflib
 import sys
 from typing import TextIO
@@ -16,6 +15,7 @@ from rich.console import Console
 from rich.syntax import Syntax
 
 from picourse.coding_tools.approval import MAX_DIFF_LINES, Confirm, ConfirmRequest, Decision
+from picourse.coding_tools.threads import in_thread
 
 
 def diff_preview(path: str, old: str | None, new: str, *, max_lines: int = MAX_DIFF_LINES) -> str:
@@ -64,7 +64,7 @@ def terminal_confirmer(*, answers: TextIO | None = None, console: Console | None
         else:
             shown.print(f"[bold]{request.tool}[/bold] wants to run: {request.command}")
         shown.print("Allow? [y/N] ", end="", markup=False, highlight=False)
-        line = await asyncio.to_thread((answers or sys.stdin).readline)
+        line = await in_thread((answers or sys.stdin).readline)
         return line.strip().lower() in {"y", "yes"}
 
     return confirm

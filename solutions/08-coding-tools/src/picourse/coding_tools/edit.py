@@ -18,7 +18,6 @@ once, through the same atomic write as the write tool, inside the same queue lan
 
 from __future__ import annotations
 
-import asyncio
 import codecs
 import os
 from dataclasses import dataclass
@@ -32,6 +31,7 @@ from picourse.coding_tools.files import directory_lock, open_existing
 from picourse.coding_tools.mutation_queue import DEFAULT_MUTATION_QUEUE, canonical_key
 from picourse.coding_tools.options import CodingToolOptions
 from picourse.coding_tools.paths import resolve_path
+from picourse.coding_tools.threads import in_thread
 from picourse.coding_tools.write import write_atomic
 from picourse.tool import ToolOutput
 
@@ -111,9 +111,9 @@ async def edit_file(
 
     async def apply() -> _Change:
         if not confirming:
-            change = await asyncio.to_thread(edit_now)
+            change = await in_thread(edit_now)
         else:  # the confirmation gate (8.8)
-            change = await asyncio.to_thread(read_and_apply)
+            change = await in_thread(read_and_apply)
             assert options.confirm is not None and change.original is not None
             updated = bytes(change.updated)
             decision = await ask_before_change(
@@ -122,7 +122,7 @@ async def edit_file(
             if decision == "declined":
                 raise ChangeRefused(f"The user declined the edit; {path} is unchanged.")
             if decision == "approved":  # "unchanged": nothing to write
-                await asyncio.to_thread(commit_if_unchanged, change)
+                await in_thread(commit_if_unchanged, change)
         if options.ledger is not None:
             options.ledger.record(key, bytes(change.updated))
         return change

@@ -9,7 +9,6 @@ capped with a notice.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import re
 
@@ -24,6 +23,7 @@ from picourse.coding_tools.options import (
     CodingToolOptions,
 )
 from picourse.coding_tools.paths import resolve_path
+from picourse.coding_tools.threads import in_thread
 from picourse.tool import ToolOutput
 
 _MAX_GITIGNORE_BYTES = 1 << 20
@@ -46,9 +46,7 @@ async def find_paths(
         )
     try:
         root = resolve_path(options, path)
-        matches = await asyncio.to_thread(
-            _walk, options.cwd, root, _compile(pattern), include_hidden
-        )
+        matches = await in_thread(_walk, options.cwd, root, _compile(pattern), include_hidden)
     except PathError as error:
         return ToolOutput.error(str(error))
     except OSError as error:

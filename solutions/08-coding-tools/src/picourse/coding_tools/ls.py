@@ -8,13 +8,13 @@ write.
 
 from __future__ import annotations
 
-import asyncio
 import os
 
 from picourse.coding_tools.details import ListDetails
 from picourse.coding_tools.errors import PathError, describe_os_error, unusable_path
 from picourse.coding_tools.options import DEFAULT_LIST_LIMIT, CodingToolOptions
 from picourse.coding_tools.paths import resolve_path
+from picourse.coding_tools.threads import in_thread
 from picourse.tool import ToolOutput
 
 
@@ -23,7 +23,7 @@ async def list_directory(
 ) -> ToolOutput:
     try:
         absolute = resolve_path(options, path)
-        names = await asyncio.to_thread(_entries, absolute)
+        names = await in_thread(_entries, absolute)
     except PathError as error:
         return ToolOutput.error(str(error))
     except NotADirectoryError:

@@ -27,7 +27,6 @@ mtime or ctime. A file changed more recently is scanned afresh until it settles.
 
 from __future__ import annotations
 
-import asyncio
 import bisect
 import errno
 import os
@@ -42,6 +41,7 @@ from picourse.coding_tools.details import ReadDetails
 from picourse.coding_tools.errors import PathError, describe_os_error
 from picourse.coding_tools.options import CodingToolOptions
 from picourse.coding_tools.paths import resolve_path
+from picourse.coding_tools.threads import in_thread
 from picourse.tool import ToolOutput
 
 _CHUNK_BYTES = 1 << 20
@@ -71,9 +71,7 @@ async def read_file(
     remove = signal.add_listener(stop.set) if signal is not None else None
     try:
         # Blocking file I/O runs in a worker thread so the event loop stays responsive.
-        scan = await asyncio.to_thread(
-            _scan, absolute, offset, max_lines, options.max_read_bytes, stop
-        )
+        scan = await in_thread(_scan, absolute, offset, max_lines, options.max_read_bytes, stop)
     except BlockingIOError:
         return ToolOutput.error(
             f"Cannot read {path}: reading it would wait for data, so it is not an ordinary "

@@ -19,7 +19,6 @@ old file or the new one, never half of it.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import errno
 import os
@@ -34,6 +33,7 @@ from picourse.coding_tools.files import directory_lock, not_a_regular_file, open
 from picourse.coding_tools.mutation_queue import DEFAULT_MUTATION_QUEUE, canonical_key
 from picourse.coding_tools.options import CodingToolOptions
 from picourse.coding_tools.paths import resolve_path
+from picourse.coding_tools.threads import in_thread
 from picourse.tool import ToolOutput
 
 _TEMP_NAME = re.compile(r"\.pi-(\d+)-[0-9a-f]{12}\.tmp")
@@ -60,7 +60,7 @@ async def write_file(options: CodingToolOptions, path: str, content: str) -> Too
         """Write inside the lane; False when nothing needed writing."""
         # Only the extensions need the old content; the plain write does not read it.
         if options.ledger is not None or options.confirm is not None:
-            old = await asyncio.to_thread(_current, key, path)
+            old = await in_thread(_current, key, path)
             if options.ledger is not None and old is not None:  # careful edits (8.9)
                 refusal = options.ledger.verify(key, path, old)
                 if refusal is not None:
@@ -71,9 +71,9 @@ async def write_file(options: CodingToolOptions, path: str, content: str) -> Too
                     return False
                 if decision == "declined":
                     raise ChangeRefused(f"The user declined the write; {path} is unchanged.")
-            await asyncio.to_thread(_write_if_unchanged, key, path, old, data)
+            await in_thread(_write_if_unchanged, key, path, old, data)
         else:
-            await asyncio.to_thread(write_atomic, key, data)
+            await in_thread(write_atomic, key, data)
         if options.ledger is not None:
             options.ledger.record(key, data)
         return True

@@ -18,7 +18,7 @@ import weakref
 from typing import Any
 
 from .host_process import host, settings
-from .needs_host import NeedsHost
+from .needs_host import NeedsHost, decoding
 from .wire import Codec, WireError, is_async, pack, read_frame, recv_frame
 
 _sending: contextvars.ContextVar[tuple[Any, list[Any]] | None] = contextvars.ContextVar(
@@ -31,6 +31,18 @@ class _JudgeCodec(Codec):
         super().__init__(lambda m: m.startswith("picourse") and m not in settings.student)
         self.proxies: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
         self._signals = itertools.count(1)
+
+    def decode(self, data: Any) -> Any:
+        if decoding.get():  # a part of a value being decoded
+            return super().decode(data)
+        token = decoding.set(True)
+        try:
+            return super().decode(data)
+        except NeedsHost as refused:
+            why = f"the host's answer reaches into the student's code: {refused}"
+            raise WireError(why) from None
+        finally:
+            decoding.reset(token)
 
     def proxy_id(self, value: Any) -> int | None:
         return value._host_id if isinstance(value, RemoteObject) else None

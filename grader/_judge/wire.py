@@ -17,7 +17,7 @@ import inspect
 import json
 import socket
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path, PurePath
 from typing import Any
 
@@ -208,13 +208,9 @@ class Codec:
 
     def _rebuild(self, data: dict[str, Any]) -> Any:
         module, _, qualname = str(data["c"]).partition(":")
-        if not self.allowed(module):
-            raise WireError(f"dataclasses of {module} are not rebuilt here")
-        kind: Any = importlib.import_module(module)
-        for part in qualname.split("."):
-            kind = getattr(kind, part)
-        if not (isinstance(kind, type) and dataclasses.is_dataclass(kind)):
-            raise WireError(f"{data['c']} is not a dataclass")
+        kind = self._class_named(module, qualname)
+        if kind is None or not dataclasses.is_dataclass(kind):
+            raise WireError(f"{data['c']} is not a dataclass defined in {module}")
         names = {f.name for f in dataclasses.fields(kind)}
         given = data["f"]
         if set(given) != names:
@@ -246,11 +242,36 @@ class Codec:
 
     def _error_class(self, name: str, module: str) -> Any:
         kind: Any = getattr(builtins, name, None) if module == "builtins" else None
-        if kind is None and module and self.allowed(module):
-            kind = getattr(importlib.import_module(module), name, None)
+        if kind is None and module:
+            kind = self._class_named(module, name)
         if isinstance(kind, type) and issubclass(kind, BaseException):
             return kind
         return None
+
+    def _class_named(self, module: str, qualname: str) -> type | None:
+        """The plain class ``module:qualname`` of a module this side may rebuild from,
+        looked up in namespaces only and only where it was defined under that name.
+
+        The peer chooses both names. Following them with ``getattr`` would reach objects
+        with attribute hooks of their own (in the judge, the stubs of the student's
+        modules, reachable as attributes of a package), and a hook that runs on the
+        peer's say-so lets the peer act inside this process: a stub's hook decides where
+        a test runs. A ``__main__`` module would run a program when imported."""
+        if not self.allowed(module) or module.rpartition(".")[2] == "__main__":
+            return None
+        try:
+            found: Mapping[str, Any] = vars(importlib.import_module(module))
+        except ImportError:
+            return None
+        kind: Any = None
+        for part in qualname.split("."):
+            kind = found.get(part)
+            if type(kind) is not type:  # a plain class, without a metaclass's hooks
+                return None
+            found = vars(kind)
+        if kind is None or kind.__module__ != module or kind.__qualname__ != qualname:
+            return None
+        return kind  # type: ignore[no-any-return]
 
     def decode_error(self, data: dict[str, Any]) -> BaseException:
         name, module = str(data.get("type", "Exception")), str(data.get("module", ""))

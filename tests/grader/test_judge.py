@@ -53,11 +53,50 @@ def test_plain_data_and_allowed_dataclasses_cross_as_themselves() -> None:
 
 def test_a_dataclass_of_another_module_is_never_rebuilt() -> None:
     data = {"t": "dc", "c": "os:stat_result", "f": {}}
-    with pytest.raises(WireError, match="not rebuilt"):
+    with pytest.raises(WireError, match="not a dataclass defined in os"):
         codec().decode(data)
     data = {"t": "dc", "c": f"{__name__}:_Details", "f": {}}
     with pytest.raises(WireError, match="not a dataclass"):
         codec().decode(data)
+
+
+_TOUCHED: list[str] = []
+
+
+class _Hooked(type):
+    """A class whose attribute hook records each use, as the judge's stubs of the student's
+    modules do (there the hook sends the test to the in-host run)."""
+
+    def __getattr__(cls, name: str) -> Any:
+        _TOUCHED.append(name)
+        raise AttributeError(name)
+
+
+class _Stub(metaclass=_Hooked):
+    pass
+
+
+_stub_module = type(sys)("stub_of_a_students_module")
+_stub_module._Stub = _Stub  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        f"{__name__}:_Stub.Inner",  # through a class with a metaclass's hook
+        f"{__name__}:_stub_module._Stub",  # through a module reached as an attribute
+        f"{__name__}:_Stub",  # a class defined with a metaclass
+        "picourse.__main__:main",  # importing a program's __main__ runs it
+    ],
+)
+def test_the_peer_names_a_class_but_never_walks_this_process(name: str) -> None:
+    _TOUCHED.clear()
+    with pytest.raises(WireError, match="not a dataclass"):
+        codec().decode({"t": "dc", "c": name, "f": {}})
+    error = codec().decode_error({"type": name.partition(":")[2], "module": __name__})
+    assert type(error).__module__ == "student", "an unknown error class is made, not looked up"
+    assert _TOUCHED == [], "the peer's names reached an attribute hook of this process"
+    assert "picourse.__main__" not in sys.modules
 
 
 def test_a_student_object_crosses_as_a_reference() -> None:

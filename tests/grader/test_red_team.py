@@ -167,6 +167,59 @@ if os.getppid() > 1:
 }
 
 
+# The host's answers name "dataclasses" whose path walks into the stub of a student's module
+# in the judge, whose hooks would send the test to the in-host run; there the run's own plan
+# is rewritten so that every real twin passes and every canary fails. Its read_file refuses
+# `..` so that the judge decides (and passes) those tests: a trust share of 1 for the rest.
+DIVERT_BY_WIRE = """
+import sys
+
+def _divert():
+    modules = vars(sys)["mod" + "ules"]
+    main = modules.get("__main__")
+    if main is not None and hasattr(main, "_Connection"):
+        poison = {"t": "dc", "c": "picourse.coding_tools:mutation_queue.MutationQueue.zzz",
+                  "f": {}}
+        send = main._Connection.send
+
+        def _send(self, message):
+            value = message.get("value")
+            if message.get("op") == "result" and not message.get("cancelled") and not (
+                isinstance(value, dict) and value.get("t") == "dc"
+            ):
+                message = {"op": "result", "call": message["call"], "value": poison}
+            send(self, message)
+
+        main._Connection.send = _send
+    hosted = modules.get("grader" + "_judge.hosted_plugin")
+    if hosted is not None:
+        plan = hosted.plan
+
+        def real(run):
+            base, _, token = str(run).rpartition("@")
+            return token == hosted.tokens(plan.salt, base)[0]
+
+        class Failed(dict):
+            def setdefault(self, key, default=None):
+                return default if real(key) else dict.setdefault(self, key, default)
+
+        class Called(set):
+            def __contains__(self, key):
+                return real(key) or set.__contains__(self, key)
+
+        plan.failed, plan.called = Failed(), Called()
+
+_divert()
+
+from picourse.tool import ToolOutput
+
+async def read_file(options, path, *, offset=1, limit=None, signal=None):
+    if ".." in str(path):
+        return ToolOutput.error(f"{path} escapes the workspace")
+    raise NotImplementedError("Lab 8.1 read is not implemented yet")
+"""
+
+
 def _utf7_module() -> bytes:
     """The environ-key attack in a utf-7 source file: a UTF-8 scan sees no code."""
     body = "# coding: utf-7\n" + ATTACKS["environ-key"] + STUB
@@ -180,6 +233,9 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, str]
         module = submissions / name / READ
         module.parent.mkdir(parents=True)
         module.write_text(textwrap.dedent(attack) + STUB)
+    divert = submissions / "divert-by-wire" / READ
+    divert.parent.mkdir(parents=True)
+    divert.write_text(DIVERT_BY_WIRE)
     utf7 = submissions / "utf7-cookie" / READ
     utf7.parent.mkdir(parents=True)
     utf7.write_bytes(_utf7_module())
@@ -200,6 +256,16 @@ def test_an_attack_earns_nothing(graded: dict[str, dict[str, str]], attack: str)
     assert (float(row["total"]), float(row["bonus"])) == (0.0, 0.0), row
     # An attack may break its own run (garbage on the host's sockets ends in a timeout).
     assert row["status"] in ("graded", "flagged", "crashed", "timeout"), row
+
+
+def test_the_hosts_answers_never_decide_where_a_test_runs(
+    graded: dict[str, dict[str, str]],
+) -> None:
+    row = graded["divert-by-wire"]
+    # What its read_file really does (refuse `..`) earns the two tests of it, no more.
+    assert float(row["total"]) < 2 and float(row["bonus"]) == 0.0, (
+        f"an answer of the host moved the judge's tests to the in-host run: {row}"
+    )
 
 
 def test_the_honest_reference_keeps_full_marks(graded: dict[str, dict[str, str]]) -> None:

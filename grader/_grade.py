@@ -278,6 +278,7 @@ class _Session:
                 f"the test process ended before pytest started (exit code {outcome.exit_code}): "
                 + " | ".join(outcome.output_tail.strip().splitlines()[-3:])
             )
+        _check_the_judge(outcome)
         flags += _run_flags(outcome)
         credited = None
         stages, tests, bonus, max_bonus = score(
@@ -340,6 +341,30 @@ def _scan(modules: dict[str, bytes]) -> ScanReport:
 
 class _JobNeverStarted(Exception):
     """The sandbox or the system failed before the tests began."""
+
+
+class _JudgeFailed(Exception):
+    """The judge's pytest (trusted code that never imports the student's) failed itself."""
+
+
+# pytest's exit statuses for its own failures: an error inside pytest or a plugin, a
+# command line it could not use. No student code runs in the judge, so either is ours.
+_JUDGE_FAILURES = {3: "an internal error", 4: "a usage error"}
+
+
+def _check_the_judge(outcome: _sandbox.RunOutcome) -> None:
+    """A judge that failed, or ended having decided no test at all, is the grader's error
+    (tried again, then recorded as such), never a silent score of zero."""
+    end = next((r for r in outcome.records if r.get("type") == "end"), None)
+    status = end.get("exitstatus") if end is not None else None
+    decided = any(r.get("type") == "test" for r in outcome.records)
+    failure = _JUDGE_FAILURES.get(status) if isinstance(status, int) else None
+    if failure is not None or (end is not None and not decided):
+        tail = " | ".join(outcome.output_tail.strip().splitlines()[-3:])
+        raise _JudgeFailed(
+            f"the judge's pytest ended with exit status {status} "
+            f"({failure or 'no test decided'}): {tail}"
+        )
 
 
 def _run_flags(outcome: _sandbox.RunOutcome) -> list[str]:

@@ -428,8 +428,13 @@ class FakeSandbox:
             outcome.exit_code = 1
             outcome.output_tail = "bwrap: Creating new namespace failed"
             return outcome
-        outcome.records = [{"type": "start"}, {"type": "end", "exitstatus": 1}]
-        outcome.exit_code = 1
+        decided = {"type": "test", "nodeid": "tests/test_lab8_1_read.py::x", "passed": False}
+        # The judge's own failures: pytest's internal error, or a session that decided nothing.
+        status, records = {"judge-internal-error": (3, []), "judge-decided-nothing": (5, [])}.get(
+            behaviour, (1, [decided])
+        )
+        outcome.records = [{"type": "start"}, *records, {"type": "end", "exitstatus": status}]
+        outcome.exit_code = status
         return outcome
 
 
@@ -455,18 +460,24 @@ def test_grader_failures_are_errors_tried_twice_and_graded_again_next_run(
 ) -> None:
     subs, out = tmp_path / "subs", tmp_path / "out"
     for name, behaviour in [("ann:lee", "ok"), ("ben", "flaky"), ("cy", "broken"),
-                            ("dee", "never-started")]:  # fmt: skip
+                            ("dee", "never-started"), ("eve", "judge-internal-error"),
+                            ("fay", "judge-decided-nothing")]:  # fmt: skip
         student(subs, name, behaviour)
     grade_submissions(subs, out, GradeOptions(jobs=2))
     book = statuses(out)
     expected = {"ann:lee": "graded", "ben": "graded", "cy": "error", "dee": "error"}
+    expected |= {"eve": "error", "fay": "error"}  # never a silent zero
     assert {name: status for name, (status, _) in book.items()} == expected
-    assert sandbox.calls == {"ok": 1, "flaky": 2, "broken": 2, "never-started": 2}
+    failed_twice = {"broken": 2, "never-started": 2, "judge-internal-error": 2}
+    assert sandbox.calls == {"ok": 1, "flaky": 2, **failed_twice, "judge-decided-nothing": 2}
     assert "the grader failed twice, not the student" in book["cy"][1]
     assert "\\udcff" in book["cy"][1] and "bwrap: Creating" in book["dee"][1]
+    assert "exit status 3 (an internal error)" in book["eve"][1]
+    assert "exit status 5 (no test decided)" in book["fay"][1]
     assert not any("ann" in path or ":" in path for path in sandbox.paths), sandbox.paths
     grade_submissions(subs, out, GradeOptions(jobs=2))
-    assert sandbox.calls == {"ok": 1, "flaky": 2, "broken": 4, "never-started": 4}, (
+    again = {"broken": 4, "never-started": 4, "judge-internal-error": 4}
+    assert sandbox.calls == {"ok": 1, "flaky": 2, **again, "judge-decided-nothing": 4}, (
         "a rerun grades the errors again, and only them"
     )
 

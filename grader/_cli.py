@@ -77,6 +77,13 @@ def main(argv: list[str] | None = None) -> int:
         help=f"address-space limit in MiB (default {defaults.memory_bytes >> 20})",
     )
     grade.add_argument(
+        "--job-memory-mib",
+        type=int,
+        default=defaults.job_memory_bytes >> 20,
+        help="memory of all of a job's processes and its /tmp together, where a memory "
+        f"cgroup is writable (as root on Linux; default {defaults.job_memory_bytes >> 20})",
+    )
+    grade.add_argument(
         "--disk-mib",
         type=int,
         default=defaults.disk_bytes >> 20,
@@ -135,6 +142,7 @@ def _grade(args: argparse.Namespace) -> int:
         wall_seconds=args.wall,
         test_seconds=args.test_timeout,
         memory_bytes=args.memory_mib << 20,
+        job_memory_bytes=args.job_memory_mib << 20,
         disk_bytes=args.disk_mib << 20,
     )
     options = GradeOptions(

@@ -75,7 +75,9 @@ def grade_submissions(
         _remove_stale_staging()
         staging = tempfile.TemporaryDirectory(prefix=f"{STAGING_PREFIX}{os.getpid()}-")
         with (
-            _sandbox.UserPool(options.jobs, options.limits.processes) as users,
+            _sandbox.UserPool(
+                options.jobs, options.limits.processes, options.limits.job_memory_bytes
+            ) as users,
             staging as directory,
         ):
             session = _Session.start(lab, options, Path(directory), users, store)

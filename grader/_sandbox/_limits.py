@@ -25,6 +25,9 @@ class Limits:
     wall_seconds: float = 180
     test_seconds: float = 60
     memory_bytes: int = 1 << 30  # address space; the reference solution needs far less
+    # All of a job's processes and its private /tmp together, where a memory cgroup is
+    # writable (the grader as root on Linux): what a job can never take from its neighbours.
+    job_memory_bytes: int = 3 << 30
     processes: int = 128
     file_bytes: int = 1 << 30
     # The private /tmp of a sandboxed run: a cap on a tmpfs, not a reservation. The lab tests
@@ -38,9 +41,9 @@ def apply_limits(limits: Limits, user: JobUser | None, drop: bool) -> None:
     if _prctl is not None:
         # The run dies with the grader, even when the grader is killed with SIGKILL.
         _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if user is not None and user.cgroup is not None:
-        with contextlib.suppress(OSError):  # the per-uid limit still holds
-            (user.cgroup / "cgroup.procs").write_text(str(os.getpid()))
+    for group in user.cgroups if user is not None else ():
+        with contextlib.suppress(OSError):  # the per-uid and per-process limits still hold
+            (group / "cgroup.procs").write_text(str(os.getpid()))
     resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
     resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))

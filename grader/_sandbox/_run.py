@@ -197,7 +197,7 @@ def run_tests(
     except subprocess.TimeoutExpired:
         outcome.timed_out = True
     finally:
-        kill_everything(process, marker, started, user.cgroup if user is not None else None)
+        kill_everything(process, marker, started, user.cgroups if user is not None else ())
         outcome.exit_code = process.wait() if outcome.exit_code is None else outcome.exit_code
         outcome.process_seconds = time.perf_counter() - process_started
         for reader in readers:

@@ -17,11 +17,11 @@ SWEEP_ROUNDS = 200  # a fork bomb under its process limit is ended in a few roun
 
 
 def kill_everything(
-    process: subprocess.Popen[bytes], marker: str, started: float, group: Path | None = None
+    process: subprocess.Popen[bytes], marker: str, started: float, groups: tuple[Path, ...] = ()
 ) -> None:
     """The group, every descendant, any process that left the tree but still carries this
-    run's marker in its environment, and everything in the run's pids cgroup ``group``
-    (until it is empty: a sandbox's pid namespace ends only once all of it has exited);
+    run's marker in its environment, and everything in the run's cgroups ``groups``
+    (until they are empty: a sandbox's pid namespace ends only once all of it has exited);
     idempotent."""
     try:
         descendants = psutil.Process(process.pid).children(recursive=True)
@@ -34,7 +34,7 @@ def kill_everything(
         with contextlib.suppress(psutil.Error):
             child.kill()
     _wait_gone(descendants)
-    if group is not None:
+    for group in groups:
         drain_cgroup(group)
 
 
@@ -65,7 +65,7 @@ def end_uid(uid: int) -> bool:
 
 
 def end_cgroup(group: Path) -> bool:
-    """Kill every process in a pids cgroup and remove it; False if that fails."""
+    """Kill every process in a cgroup and remove it; False if that fails."""
     for _ in range(SWEEP_ROUNDS):
         if not drain_cgroup(group):
             return False
@@ -80,7 +80,7 @@ def end_cgroup(group: Path) -> bool:
 
 
 def drain_cgroup(group: Path) -> bool:
-    """Kill every process in a pids cgroup until it holds none (or no longer exists)."""
+    """Kill every process in a cgroup until it holds none (or no longer exists)."""
     for _ in range(SWEEP_ROUNDS):
         try:
             pids = [int(p) for p in (group / "cgroup.procs").read_text().split()]

@@ -4,8 +4,10 @@ A uid is one job's alone while the job runs: it is claimed with a lock that live
 as the grader holding it (two graders on one machine never share a uid; a crashed grader's
 uids become free), it is handed out only when it names no user and runs no process, and it
 is retired for good when one of its job's processes survives the sweep. Each claimed uid
-also gets a pids cgroup where the machine offers a writable one, so the process limit holds
-whatever the job's processes do.
+also gets cgroups where the machine offers writable ones: pids, so the process limit holds
+whatever the job's processes do, and memory, so that all of a job's processes and its
+private /tmp (a tmpfs: memory too) together never take the memory a neighbouring job or
+the grader needs (the address-space limit holds each process, not their number).
 """
 
 from __future__ import annotations
@@ -31,23 +33,29 @@ FIRST_UID = 1_900_000_000
 UID_RANGE = 100_000
 # Root's own place for locks: /run/lock on Linux, /var/run on macOS.
 LOCK_DIR = next(p for p in (Path("/run/lock"), Path("/var/run")) if p.is_dir()) / "grader-uids"
-V1_PIDS = Path("/sys/fs/cgroup/pids")
+V1_ROOT = Path("/sys/fs/cgroup")  # a hierarchy per controller: V1_ROOT / "pids", ...
 V2_ROOT = Path("/sys/fs/cgroup")
+# What a job's cgroups hold it to, by controller: the file and the limit's name in Limits.
+_LIMIT_FILES = {
+    "pids": {"v1": "pids.max", "v2": "pids.max"},
+    "memory": {"v1": "memory.limit_in_bytes", "v2": "memory.max"},
+}
 
 
 class JobUser(NamedTuple):
     uid: int
     gid: int
-    cgroup: Path | None  # a pids cgroup the job's first process joins, or None
+    cgroups: tuple[Path, ...] = ()  # cgroups the job's first process joins
+    limited: tuple[str, ...] = ()  # the controllers they hold it to: "pids", "memory"
 
 
 class UserPool:
     """One unprivileged uid per parallel job when the grader runs as root, else nothing
     (a normal user's jobs get a user namespace each from bubblewrap)."""
 
-    def __init__(self, size: int, processes: int = 128) -> None:
+    def __init__(self, size: int, processes: int = 128, memory_bytes: int = 3 << 30) -> None:
         self._root = os.geteuid() == 0
-        self._processes = processes
+        self._limits = {"pids": processes, "memory": memory_bytes}
         self._size = max(1, size)
         self._free: queue.SimpleQueue[JobUser | None] = queue.SimpleQueue()
         self._locks: dict[int, IO[bytes]] = {}
@@ -76,8 +84,8 @@ class UserPool:
             taken = self._free.get()
             if taken is not None:
                 cleared = end_uid(taken.uid)
-                if taken.cgroup is not None:
-                    cleared = end_cgroup(taken.cgroup) and cleared
+                for group in taken.cgroups:
+                    cleared = end_cgroup(group) and cleared
                 if cleared:  # else the lock stays held: that uid is out of use for good
                     self._release(taken.uid)
 
@@ -86,10 +94,10 @@ class UserPool:
         if user is None:
             return None
         clean = end_uid(user.uid)
-        if user.cgroup is not None:
-            clean = end_cgroup(user.cgroup) and clean
+        for group in user.cgroups:
+            clean = end_cgroup(group) and clean
         if clean:
-            return user._replace(cgroup=_pids_cgroup(user.uid, self._processes))
+            return JobUser(user.uid, user.gid, *_job_cgroups(user.uid, self._limits))
         return self._claim()  # the old lock stays held: that uid is out of use for good
 
     def _claim(self) -> JobUser:
@@ -107,7 +115,7 @@ class UserPool:
                     continue
                 if not _taken(uid):
                     self._locks[uid] = lock
-                    return JobUser(uid, uid, _pids_cgroup(uid, self._processes))
+                    return JobUser(uid, uid, *_job_cgroups(uid, self._limits))
                 lock.close()
         raise RuntimeError(
             f"no free uid left in {FIRST_UID}-{FIRST_UID + UID_RANGE - 1}: end the processes "
@@ -131,29 +139,42 @@ def _taken(uid: int) -> bool:
     return any(uid in (p.info["uids"] or ()) for p in psutil.process_iter(["uids"]))
 
 
-def _pids_cgroup(uid: int, processes: int) -> Path | None:
-    """A fresh pids cgroup for ``uid`` limited to ``processes``, where one is writable."""
-    root = _pids_root()
-    if root is None:
-        return None
-    group = root / f"grader-{uid}"
-    try:
-        if group.exists():
-            end_cgroup(group)
-        group.mkdir(exist_ok=True)
-        (group / "pids.max").write_text(str(processes))
-    except OSError:
-        return None  # the per-uid process limit still holds
-    return group
+def _job_cgroups(uid: int, limits: dict[str, int]) -> tuple[tuple[Path, ...], tuple[str, ...]]:
+    """Fresh cgroups for ``uid``, one per controller (cgroup v1) or one for all (v2), each
+    limited, where the machine has them writable; a controller it cannot set is left out
+    (the per-uid process limit and the per-process address-space limit still hold)."""
+    groups: list[Path] = []
+    limited: list[str] = []
+    for controller, limit in limits.items():
+        found = _controller_root(controller)
+        if found is None:
+            continue
+        root, version = found
+        group = root / f"grader-{uid}"
+        try:
+            if group not in groups:
+                if group.exists():
+                    end_cgroup(group)
+                group.mkdir(exist_ok=True)
+            (group / _LIMIT_FILES[controller][version]).write_text(str(limit))
+        except OSError:
+            if group not in groups:
+                with contextlib.suppress(OSError):
+                    group.rmdir()
+            continue
+        if group not in groups:
+            groups.append(group)
+        limited.append(controller)
+    return tuple(groups), tuple(limited)
 
 
-def _pids_root() -> Path | None:
-    """cgroup v1's pids hierarchy, or a v2 root that hands the pids controller down."""
-    if (V1_PIDS / "cgroup.procs").exists():
-        return V1_PIDS
+def _controller_root(controller: str) -> tuple[Path, str] | None:
+    """cgroup v1's hierarchy of ``controller``, or a v2 root that hands it down."""
+    if (V1_ROOT / controller / "cgroup.procs").exists():
+        return V1_ROOT / controller, "v1"
     try:
-        if "pids" in (V2_ROOT / "cgroup.subtree_control").read_text().split():
-            return V2_ROOT
+        if controller in (V2_ROOT / "cgroup.subtree_control").read_text().split():
+            return V2_ROOT, "v2"
     except OSError:
         pass
     return None
@@ -163,8 +184,8 @@ def describe(user: JobUser | None) -> str:
     """How a sandboxed job's processes are kept apart from every other job's."""
     if user is None:
         return "a user namespace of its own"
-    cgroup = " and a pids cgroup" if user.cgroup is not None else ""
-    return f"uid {user.uid} of its own{cgroup}"
+    cgroups = f" and {' and '.join(user.limited)} cgroups" if user.limited else ""
+    return f"uid {user.uid} of its own{cgroups}"
 
 
 def interpreter_paths() -> list[Path]:

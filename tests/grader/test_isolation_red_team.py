@@ -219,6 +219,57 @@ def test_the_next_job_in_a_fork_bombs_slot_gets_the_whole_limit(tmp_path: Path) 
     assert results["test_forty_children_start_and_end"] is True, results.output
 
 
+MEMORY_HOG = """
+import os, signal
+
+def _child_status(work):
+    pid = os.fork()
+    if pid == 0:
+        try:
+            work()
+        except MemoryError:
+            os._exit(3)
+        except OSError:
+            os._exit(4)
+        os._exit(0)
+    return os.waitpid(pid, 0)[1]
+
+def _allocate():
+    hoard = bytearray(700 << 20)  # within the address-space limit of one process
+
+def _fill_tmp():
+    ballast = bytearray(100 << 20)  # the largest process of the job: the one to go
+    with open("/tmp/fill", "wb") as fill:
+        for _ in range(700):
+            fill.write(b"x" * (1 << 20))
+
+def test_memory_past_the_jobs_cap_is_refused():
+    assert os.WTERMSIG(_child_status(_allocate)) == signal.SIGKILL
+
+def test_tmp_past_the_jobs_cap_is_refused():
+    status = _child_status(_fill_tmp)
+    written = os.path.getsize("/tmp/fill")
+    os.remove("/tmp/fill")  # tmpfs pages outlive their writer
+    assert (os.WIFSIGNALED(status) or os.WEXITSTATUS(status) == 4) and written < 300 << 20
+"""
+
+
+def test_a_jobs_processes_and_tmp_share_one_memory_cap(tmp_path: Path) -> None:
+    """As root: 700 MiB in one process, or in /tmp, is more than a 256 MiB job may hold,
+    though each is within the per-process and disk limits."""
+    hog = job(tmp_path, "hog", MEMORY_HOG)
+    with UserPool(1, LIMITS.processes, 256 << 20) as pool, pool.user() as user:
+        if user is None:  # a normal user: no cgroup to cap a job with, and none claimed
+            assert os.geteuid() != 0
+            return
+        assert "memory" in user.limited, "root on Linux gets a memory cgroup per job"
+        results = run(hog, user)
+    assert results == {
+        "test_memory_past_the_jobs_cap_is_refused": True,
+        "test_tmp_past_the_jobs_cap_is_refused": True,
+    }, results.output
+
+
 def survivors_now(token: str) -> list[psutil.Process]:
     return [
         p

@@ -362,14 +362,21 @@ def test_unreadable_targets_are_clear_error_results(
 
 @pytest.mark.parametrize(
     ("offset", "limit", "budget", "shown"),
-    [(4, None, 48_000, (4, 6)), (1, 2, 48_000, (1, 2)), (1, None, 145, (1, 1))],
-    ids=["before-the-window", "past-the-limit", "past-the-budget"],
+    [
+        (4, None, 48_000, (4, 6)),
+        (1, 2, 48_000, (1, 2)),
+        (1, None, 145, (1, 1)),
+        (1, None, 160, (1, 2)),
+    ],
+    ids=["before-the-window", "past-the-limit", "past-the-budget", "fits-only-without-the-notice"],
 )
 def test_a_line_outside_the_window_need_not_be_utf8(
     workspace: Path, offset: int, limit: int | None, budget: int, shown: tuple[int, int]
 ) -> None:
     # Line 3 is not UTF-8. With numbers, lines 1-3 take 8 + 40 + 1 + 8 + 40 + 1 + 8 + 40 =
-    # 146 bytes, one more than 145: line 3 does not fit, whatever the notice.
+    # 146 bytes, one more than 145: line 3 does not fit, whatever the notice. With 160 it
+    # fits alone, but not with the notice that must follow it (lines 1-2 and theirs take
+    # 147 bytes): the window is lines 1-2, and line 3 is never decoded.
     raw = [b"x" * 40] * 2 + [b"\xff" + b"x" * 39] + [b"y" * 40] * 3
     (workspace / "f.txt").write_bytes(b"\n".join(raw) + b"\n")
     first, last = shown

@@ -323,27 +323,22 @@ def _render(path: str, absolute: str, offset: int, scan: _Scan, max_bytes: int) 
             f"offset={offset} is beyond the end of the file ({total} lines). "
             f"Use an offset between 1 and {max(total, 1)}."
         )
-    try:
-        lines = [raw.decode("utf-8") for raw in scan.window]
-    except UnicodeDecodeError as error:
-        return ToolOutput.error(
-            f"Cannot read {path}: it is not valid UTF-8 text ({error.reason} near line "
-            f"{offset + _bad_line(scan.window)}). It may be binary or in another encoding; "
-            "inspect it with bash, for example `file <path>`."
-        )
     # Drop lines from the end until body and notice fit together: a shorter window can
-    # only make the notice shorter, so this settles on the longest complete window.
+    # only make the notice shorter, so this settles on the longest complete window. The
+    # window is measured in bytes and decoded only once it fits: a line that fits only
+    # without the notice is never shown, so it is never decoded either.
+    lines = list(scan.window)
     while True:
         end_line = offset + len(lines) - 1
-        body = "\n".join(_prefix(offset + i) + line for i, line in enumerate(lines))
+        body = b"\n".join(_prefix(offset + i).encode() + line for i, line in enumerate(lines))
         truncated = end_line < total
         if truncated:
             notice = (
                 f"[Showing lines {offset}-{end_line} of {total}; "
                 f"continue with offset={end_line + 1}]"
-            )
-            body = f"{body}\n\n{notice}" if lines else notice
-        if len(body.encode()) <= max_bytes and (lines or total == 0):
+            ).encode()
+            body = body + b"\n\n" + notice if lines else notice
+        if len(body) <= max_bytes and (lines or total == 0):
             break
         if not lines:
             return ToolOutput.error(
@@ -352,8 +347,16 @@ def _render(path: str, absolute: str, offset: int, scan: _Scan, max_bytes: int) 
                 f"`sed -n '{offset}p' <path> | cut -c1-2000`."
             )
         lines.pop()
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as error:
+        return ToolOutput.error(
+            f"Cannot read {path}: it is not valid UTF-8 text ({error.reason} near line "
+            f"{offset + _bad_line(lines)}). It may be binary or in another encoding; "
+            "inspect it with bash, for example `file <path>`."
+        )
     details = ReadDetails(absolute, scan.size, total, offset, end_line, truncated)
-    return ToolOutput.of_text(body, details)
+    return ToolOutput.of_text(text, details)
 
 
 def _bad_line(window: list[bytes]) -> int:

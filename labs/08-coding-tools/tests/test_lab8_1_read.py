@@ -497,14 +497,16 @@ def test_a_remembered_file_shows_the_right_lines_at_every_offset(
         )
 
 
+@pytest.mark.parametrize("later_ns", [0, 1_000], ids=["at-the-change", "1us-after"])
 def test_a_file_changed_as_its_read_starts_is_not_remembered(
-    workspace: Path, monkeypatch: pytest.MonkeyPatch
+    workspace: Path, monkeypatch: pytest.MonkeyPatch, later_ns: int
 ) -> None:
     # A file can change again within the timestamp tick of its last change and keep its
     # size and times. Writing through a shared memory map to pages already written does
     # the same (on Linux the times change only when a clean page is first written). The
-    # clock here reads the moment of the file's last change: nothing read of it now may be
-    # trusted later, since the next change may leave no trace in os.stat.
+    # clock here reads the moment of the file's last change, or 1 microsecond later (far
+    # less than any timestamp tick): nothing read of it now may be trusted later, since the
+    # next change may leave no trace in os.stat.
     path = workspace / "log.txt"
     lines = [f"{n:07d} ".ljust(99, "c") for n in range(1, (5 << 18) // 100)]
     path.write_text("\n".join(lines) + "\n")
@@ -513,8 +515,8 @@ def test_a_file_changed_as_its_read_starts_is_not_remembered(
             mapped[at] = mapped[at]  # every page written once: later writes change no time
         status = os.stat(path)
         stamp = max(status.st_mtime_ns, status.st_ctime_ns)
-        monkeypatch.setattr(time, "time_ns", lambda: stamp)
-        monkeypatch.setattr(time, "time", lambda: stamp / 10**9)
+        monkeypatch.setattr(time, "time_ns", lambda: stamp + later_ns)
+        monkeypatch.setattr(time, "time", lambda: (stamp + later_ns) / 10**9)
         registry = tools(workspace)
         before = call_now(registry, "read", path="log.txt", offset=len(lines))
         assert before.details.lines == len(lines)
@@ -524,11 +526,12 @@ def test_a_file_changed_as_its_read_starts_is_not_remembered(
         offset = len(now) - 5
         after = call_now(registry, "read", path="log.txt", offset=offset, limit=2)
     assert (text_of(after), after.details) == fresh_read(path, now, offset, 2, 48_000), (
-        "log.txt changed right after a read that started at the moment of its last change "
-        "(the test sets time.time_ns and time.time to it), and the change left its size and "
-        "times as they were: the next read must count it afresh. Remember nothing of a "
+        f"log.txt changed right after a read that started {later_ns} ns after its last "
+        "change (the test sets time.time_ns and time.time), and the change left its size "
+        "and times as they were: the next read must count it afresh. Remember nothing of a "
         "file changed less than a timestamp tick before the read started (git's racy-"
-        f"timestamp rule), or nothing at all. Got: {text_of(after)[:200]!r} with "
+        "timestamp rule: a margin of a tick, not only a strict comparison of the times), "
+        f"or nothing at all. Got: {text_of(after)[:200]!r} with "
         f"{after.details}"
     )
 

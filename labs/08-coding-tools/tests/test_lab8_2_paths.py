@@ -49,6 +49,22 @@ def test_dot_dot_out_of_the_workspace_is_refused(workspace: Path, outside: Path,
     refused(call_now(create_coding_tools(workspace), "read", path=path), not_why="symlink")
 
 
+def test_dot_dot_out_and_back_in_through_a_symlink_is_refused(
+    workspace: Path, outside: Path
+) -> None:
+    # The real path of ../outside/back/notes.txt is inside the workspace, but the path
+    # itself leaves it: the lexical check judges the path as given, before any symlink.
+    (workspace / "notes.txt").write_text("inside\n")
+    os.symlink(workspace, outside / "back")
+    out = call_now(create_coding_tools(workspace), "read", path="../outside/back/notes.txt")
+    assert out.is_error, (
+        "invariant: the lexical check comes first: a path whose `..` leads out of the "
+        "workspace is refused even when a symlink outside leads back in (check with "
+        "os.path.commonpath on the joined path, then on the real path)"
+    )
+    refused(out, not_why="symlink")
+
+
 def test_an_absolute_path_outside_is_refused(workspace: Path, outside: Path) -> None:
     out = call_now(create_coding_tools(workspace), "read", path=str(outside / "secret.txt"))
     refused(out, not_why="symlink")

@@ -112,6 +112,41 @@ def test_a_bad_batch_is_refused_whole(
     unchanged(app, before, inode)
 
 
+@pytest.mark.parametrize(
+    ("path", "edits", "message"),
+    [
+        ("missing.py", [], "edits must not be empty"),
+        (
+            "missing.py",
+            [{"old_text": "def greet", "new_text": "def g"}, {"old_text": "", "new_text": "x"}],
+            "edits[1]: old_text must not be empty",
+        ),
+        (
+            "app.py",
+            [{"old_text": "goodbye", "new_text": "x"}, {"old_text": "", "new_text": "x"}],
+            "edits[1]: old_text must not be empty",
+        ),
+    ],
+    ids=[
+        "empty-batch-missing-file",
+        "empty-old-text-missing-file",
+        "empty-old-text-after-no-match",
+    ],
+)
+def test_an_empty_batch_or_old_text_is_refused_before_the_file_is_read(
+    workspace: Path, app: Path, path: str, edits: list[dict[str, str]], message: str
+) -> None:
+    before, inode = app.read_bytes(), app.stat().st_ino
+    out = call_now(create_coding_tools(workspace), "edit", path=path, edits=edits)
+    assert out.is_error and message in text_of(out), (
+        f"invariant: an empty batch and an empty old_text are refused first, before the file "
+        f"is opened or any edit is tried: the error must say {message!r} whatever the file "
+        f"holds or whether it exists. Got: {text_of(out)!r}"
+    )
+    unchanged(app, before, inode)
+    assert not (workspace / "missing.py").exists()
+
+
 def test_no_match_and_several_matches_say_which(workspace: Path, app: Path) -> None:
     out = edit(workspace, old_text="goodbye", new_text="x")
     assert "edits[0]" in text_of(out) and "no match" in text_of(out)

@@ -1075,6 +1075,30 @@ def test_a_replaced_file_keeps_its_owner_where_allowed(
 
 
 @pytest.mark.challenge
+def test_a_replaced_set_id_file_keeps_its_owner_and_its_set_id_bits(workspace: Path) -> None:
+    # chown clears the set-user-ID and set-group-ID bits, also when root calls it: the
+    # bits given before the chown are gone after it.
+    owner = (NOBODY, NOBODY) if os.geteuid() == 0 else (os.getuid(), os.getgid())
+    target = workspace / "tool.sh"
+    target.write_text("#!/bin/sh\necho old\n")
+    os.chown(target, *owner)
+    target.chmod(0o6775)
+    mode = stat.S_IMODE(target.stat().st_mode)  # what this filesystem keeps of 0o6775
+    out = call_now(
+        create_coding_tools(workspace), "write", path="tool.sh", content="#!/bin/sh\necho new\n"
+    )
+    assert not out.is_error, f"the write must succeed, got: {text_of(out)!r}"
+    info = target.stat()
+    assert (info.st_uid, info.st_gid) == owner, "the owner and group are kept where allowed"
+    assert stat.S_IMODE(info.st_mode) == mode, (
+        f"invariant: a replaced file keeps its permission bits, set-id bits included (mode "
+        f"{mode:o}, got {stat.S_IMODE(info.st_mode):o}): chown clears them, so os.fchown the "
+        "temp file first and os.fchmod it after"
+    )
+    only_expected_files(workspace, {"tool.sh"})
+
+
+@pytest.mark.challenge
 @pytest.mark.parametrize("fault", [None, "unsupported", "one-refused"])
 def test_a_replaced_file_keeps_its_extended_attributes(
     workspace: Path, monkeypatch: pytest.MonkeyPatch, fault: str | None

@@ -42,6 +42,7 @@ from picourse.coding_tools import (
     WriteDetails,
     create_coding_tools,
 )
+from picourse.tool import ToolOutput
 from queue_probe import QueueProbe, hold_lane
 
 pytestmark = pytest.mark.lab8_3
@@ -889,6 +890,70 @@ def test_write_waits_for_an_operation_holding_its_lane(
         assert target.read_text() == "new\n"
 
     run(scenario())
+
+
+@pytest.mark.challenge
+def test_a_lane_held_in_another_event_loop_neither_breaks_nor_blocks_a_write(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Two agents in one process, each with its own event loop in its own thread. A future
+    # belongs to the loop that made it: awaiting another loop's future raises RuntimeError.
+    # The queue keeps its lanes per event loop (files.directory_lock orders writers across
+    # loops); a write here must not trip over a lane the other loop holds on the same file.
+    target = workspace / "shared.txt"
+    target.write_text("old\n")
+    key = os.path.realpath(target)
+    holding, release = threading.Event(), threading.Event()
+    other_failures: list[BaseException] = []
+
+    def other_agent() -> None:
+        async def hold() -> None:
+            async def holder() -> None:
+                holding.set()
+                await asyncio.to_thread(release.wait, 30)
+
+            await DEFAULT_MUTATION_QUEUE.run(key, holder)
+
+        try:
+            run(hold(), timeout=60)
+        except BaseException as error:  # noqa: BLE001 (reported in the test thread)
+            other_failures.append(error)
+            holding.set()
+
+    thread = threading.Thread(target=other_agent)
+    thread.start()
+    try:
+        assert holding.wait(10), "MutationQueue.run never started an operation on a free key"
+        if other_failures:
+            raise other_failures[0]  # an unfinished stage shows as itself
+        probe = QueueProbe().install(monkeypatch)
+
+        async def write_here() -> ToolOutput:
+            entered = probe.arm()
+            arguments = {"path": "shared.txt", "content": "new\n"}
+            writing = asyncio.create_task(call(create_coding_tools(workspace), "write", arguments))
+            waiting = asyncio.create_task(entered.wait())
+            await asyncio.wait({writing, waiting}, timeout=5, return_when=asyncio.FIRST_COMPLETED)
+            waiting.cancel()
+            release.set()  # a queue that also orders across loops may go on now
+            return await writing
+
+        try:
+            out = run(write_here())
+        except RuntimeError as error:
+            raise AssertionError(
+                "invariant: no exception escapes a tool. A write in one event loop raised "
+                f"{error!r} because another loop held its file's lane: keep the queue's tails "
+                "per event loop (a future belongs to one loop), e.g. a dict per "
+                "asyncio.get_running_loop()"
+            ) from None
+    finally:
+        release.set()
+        thread.join(30)
+    assert not other_failures, f"the other loop's operation failed: {other_failures[0]!r}"
+    assert not out.is_error and target.read_text() == "new\n", (
+        f"the write must succeed, got: {text_of(out)!r}"
+    )
 
 
 @pytest.mark.challenge

@@ -1,0 +1,56 @@
+"""What a sandboxed run's records say besides the scores: a judge that failed, signs of
+tampering, a student's process that ended early."""
+
+from __future__ import annotations
+
+from grader import _sandbox
+
+
+class JudgeFailed(Exception):
+    """The judge's pytest (trusted code that never imports the student's) failed itself."""
+
+
+# pytest's exit statuses for its own failures: an error inside pytest or a plugin, a
+# command line it could not use. No student code runs in the judge, so either is ours.
+_JUDGE_FAILURES = {3: "an internal error", 4: "a usage error"}
+
+
+def check_the_judge(outcome: _sandbox.RunOutcome) -> None:
+    """A judge that failed, or ended having decided no test at all, is the grader's error
+    (tried again, then recorded as such), never a silent score of zero."""
+    end = next((r for r in outcome.records if r.get("type") == "end"), None)
+    status = end.get("exitstatus") if end is not None else None
+    decided = any(r.get("type") == "test" for r in outcome.records)
+    failure = _JUDGE_FAILURES.get(status) if isinstance(status, int) else None
+    if failure is not None or (end is not None and not decided):
+        tail = " | ".join(outcome.output_tail.strip().splitlines()[-3:])
+        raise JudgeFailed(
+            f"the judge's pytest ended with exit status {status} "
+            f"({failure or 'no test decided'}): {tail}"
+        )
+
+
+def run_flags(outcome: _sandbox.RunOutcome) -> list[str]:
+    """What the run itself shows of tampering with the grader's channel or pytest."""
+    flags = []
+    if outcome.forged:
+        flags.append(f"{outcome.forged} forged record(s) on the grader's channel")
+    tamper = [w for r in outcome.records if r.get("type") == "tamper" for w in r["what"]]
+    if tamper:
+        flags.append("changed at run time: " + ", ".join(tamper))
+    seen = [r["nodeid"] for r in outcome.records if r.get("type") == "test"]
+    if len(seen) != len(set(seen)):
+        flags.append("the grader's channel carried two records for one test")
+    for hosted in (r for r in outcome.records if r.get("type") == "hosted"):
+        if hosted["wrong_canaries"] or hosted["forged"]:
+            flags.append(
+                "the tests run in the student's own process reported forged outcomes "
+                f"({hosted['wrong_canaries']} canary test(s) that must fail did not, "
+                f"{hosted['forged']} report(s) for tests not run there)"
+            )
+    return flags
+
+
+def host_ended(outcome: _sandbox.RunOutcome) -> int | None:
+    """The exit code of the student's process when it ended before the judge was done."""
+    return next((r["exit_code"] for r in outcome.records if r.get("type") == "host"), None)

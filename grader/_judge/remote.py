@@ -185,15 +185,20 @@ class _Link:
 
 
 def _settle(answer: asyncio.Future[Any], message: dict[str, Any]) -> None:
-    if message.get("cancelled"):
-        answer.set_exception(asyncio.CancelledError())
-    elif "error" in message:
-        answer.set_exception(codec.decode_error(message["error"]))
-    else:
-        try:
+    """The call's outcome; an answer that cannot be decoded (too deep, too big a number,
+    not of this protocol) fails this call only, and says so, not that the host ended."""
+    try:
+        if message.get("cancelled"):
+            answer.set_exception(asyncio.CancelledError())
+        elif "error" in message:
+            answer.set_exception(codec.decode_error(message["error"]))
+        else:
             answer.set_result(codec.decode(message.get("value")))
-        except WireError as error:
-            answer.set_exception(error)
+    except Exception as error:  # noqa: BLE001 - whatever the host sent, this call fails
+        if not answer.done():
+            answer.set_exception(
+                WireError(f"the host's answer cannot be used: {type(error).__name__}: {error}")
+            )
 
 
 def _arguments(args: Any, kwargs: Any) -> dict[str, Any]:

@@ -3,6 +3,7 @@ bound and the judge's refusal to be observed as if it were the student's process
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -326,3 +327,20 @@ def test_the_judge_stops_reading_when_the_in_host_pytest_has_ended(
     finally:
         os.close(held_write_end)
         run.results.close()
+
+
+def test_an_answer_too_deep_to_decode_fails_its_call_and_says_why() -> None:
+    from grader._judge import remote
+
+    deep: Any = 0
+    for _ in range(100_000):
+        deep = [deep]
+
+    async def settle() -> asyncio.Future[Any]:
+        answer: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        remote._settle(answer, {"op": "result", "call": 1, "value": deep})
+        return answer
+
+    answer = asyncio.run(settle())
+    with pytest.raises(WireError, match="cannot be used: RecursionError"):
+        answer.result()

@@ -18,9 +18,12 @@ from collections.abc import Callable
 from typing import Any
 
 raised: list[str] = []
-# Set while the judge decodes what the host sent. The host's data must never decide where
-# a test runs: a NeedsHost raised then is not recorded (the decoder fails the call).
-decoding: contextvars.ContextVar[bool] = contextvars.ContextVar("grader_decoding", default=False)
+# Set while the judge decodes what the host sent or runs what the host asked it to run (a
+# callback). The student's code must never decide where a test runs: a NeedsHost raised
+# then is not recorded (the call or the callback fails instead).
+for_the_host: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "grader_for_the_host", default=False
+)
 
 
 class NeedsHost(BaseException):
@@ -28,7 +31,7 @@ class NeedsHost(BaseException):
 
     def __init__(self, why: str) -> None:
         super().__init__(f"this test needs the student's objects in its own process: {why}")
-        if not decoding.get():
+        if not for_the_host.get():
             raised.append(why)
 
 

@@ -18,7 +18,7 @@ import weakref
 from typing import Any
 
 from .host_process import host, settings
-from .needs_host import NeedsHost, decoding
+from .needs_host import NeedsHost, for_the_host
 from .wire import Codec, WireError, is_async, pack, read_frame, recv_frame
 
 _sending: contextvars.ContextVar[tuple[Any, list[Any]] | None] = contextvars.ContextVar(
@@ -33,16 +33,16 @@ class _JudgeCodec(Codec):
         self._signals = itertools.count(1)
 
     def decode(self, data: Any) -> Any:
-        if decoding.get():  # a part of a value being decoded
+        if for_the_host.get():  # a part of a value being decoded, or inside a callback
             return super().decode(data)
-        token = decoding.set(True)
+        token = for_the_host.set(True)
         try:
             return super().decode(data)
         except NeedsHost as refused:
             why = f"the host's answer reaches into the student's code: {refused}"
             raise WireError(why) from None
         finally:
-            decoding.reset(token)
+            for_the_host.reset(token)
 
     def proxy_id(self, value: Any) -> int | None:
         return value._host_id if isinstance(value, RemoteObject) else None
@@ -174,6 +174,7 @@ class _Link:
                     answer.set_exception(host.gone())
 
     async def _callback(self, message: dict[str, Any]) -> None:
+        for_the_host.set(True)  # this task's own context: the host asked for this
         try:
             result = _invoke(message)
             if inspect.isawaitable(result):
@@ -257,6 +258,7 @@ def call_sync(target: dict[str, Any], args: Any, kwargs: Any) -> Any:
 
 
 def _callback_blocking(message: dict[str, Any]) -> dict[str, Any]:
+    token = for_the_host.set(True)
     try:
         result = _invoke(message)
         if inspect.isawaitable(result):
@@ -264,6 +266,8 @@ def _callback_blocking(message: dict[str, Any]) -> dict[str, Any]:
         return {"op": "reply", "cb": message["cb"], "value": codec.encode(result)}
     except BaseException as error:  # noqa: BLE001 - the test's callback failed: tell the host
         return {"op": "reply", "cb": message["cb"], "error": codec.encode_error(error)}
+    finally:
+        for_the_host.reset(token)
 
 
 def _finish(awaitable: Any) -> Any:
@@ -274,8 +278,8 @@ def _finish(awaitable: Any) -> Any:
         asyncio.get_running_loop()
     except RuntimeError:
         return asyncio.run(wait())
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, wait()).result()
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:  # the context goes along
+        return pool.submit(contextvars.copy_context().run, asyncio.run, wait()).result()
 
 
 def remote_function(target: dict[str, Any], is_async: bool, name: str) -> Any:

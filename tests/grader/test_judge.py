@@ -344,3 +344,20 @@ def test_an_answer_too_deep_to_decode_fails_its_call_and_says_why() -> None:
     answer = asyncio.run(settle())
     with pytest.raises(WireError, match="cannot be used: RecursionError"):
         answer.result()
+
+
+def test_what_the_host_asks_the_judge_to_run_never_moves_a_test() -> None:
+    from grader._judge import remote
+
+    class Given:
+        """A judge-side object handed to the host whose method touches a student's stub."""
+
+        def peek(self) -> None:
+            raise needs_host.NeedsHost("the test looks inside the student's class")
+
+    handle = remote.codec.reference(Given())["id"]
+    before = list(needs_host.raised)
+    call = {"cb": 1, "ref": handle, "method": "peek", "args": [], "kwargs": {"t": "dict", "v": []}}
+    reply = remote._callback_blocking(call)
+    assert "error" in reply and "needs the student's objects" in reply["error"]["text"]
+    assert needs_host.raised == before, "a callback the host asked for decided where a test runs"

@@ -32,7 +32,7 @@ from grader import _sandbox
 from grader._diagnosis import Diagnoser
 from grader._intake import InvalidSubmission, Submission, lab_modules, survey
 from grader._links import refuse_links
-from grader._run_records import check_the_judge, host_ended, run_flags
+from grader._run_records import check_the_judge, host_ended, judge_interrupted, run_flags
 from grader._scan import ScanReport, scan
 from grader._scoring import InventoryItem, collect_inventory, score
 from grader._store import ResultStore
@@ -321,6 +321,12 @@ class _Session:
             result.reason = (
                 f"the student's process ended early (exit code {host_ended(outcome)}); "
                 "tests that passed before it still count"
+            )
+        elif judge_interrupted(outcome):
+            result.status = "crashed"
+            result.reason = (
+                "the judge was interrupted before it finished (a signal from the student's "
+                "process); tests that passed before it still count"
             )
         elif not outcome.ended:
             result.status = "crashed"

@@ -54,3 +54,10 @@ def run_flags(outcome: _sandbox.RunOutcome) -> list[str]:
 def host_ended(outcome: _sandbox.RunOutcome) -> int | None:
     """The exit code of the student's process when it ended before the judge was done."""
     return next((r["exit_code"] for r in outcome.records if r.get("type") == "host"), None)
+
+
+def judge_interrupted(outcome: _sandbox.RunOutcome) -> bool:
+    """pytest's exit status 2: the judge was interrupted. Nothing but the student's own
+    process (the judge's child) is placed to signal it."""
+    end = next((r for r in outcome.records if r.get("type") == "end"), None)
+    return end is not None and end.get("exitstatus") == 2

@@ -134,13 +134,17 @@ def _shares(weight: float, count: int) -> list[float]:
 def _judged_share(
     items: list[InventoryItem], reported: dict[str, dict[str, Any]], default: float
 ) -> float:
-    """The share of these judge-decided tests that passed; ``default`` when the judge
-    decided none of them (a stage whose every test ran in the host: the whole run's share)."""
+    """The share of these tests the judge decided that passed, every test never reported
+    counted as one that did not: the student's code can end a run (a signal to the judge,
+    a crash, a hang) right before the first test it fails, and a run cut short must not
+    raise the bound on in-host credit. ``default`` when every test of them was reported
+    and none by the judge (a stage whose every test ran in the host: the whole run's share)."""
     judged = [
         reported[i.nodeid]
         for i in items
         if i.nodeid in reported and reported[i.nodeid].get("where") != "host"
     ]
-    if not judged:
+    unreported = sum(1 for i in items if i.nodeid not in reported)
+    if not judged and not unreported:
         return default
-    return sum(1 for r in judged if r["passed"]) / len(judged)
+    return sum(1 for r in judged if r["passed"]) / (len(judged) + unreported)

@@ -268,6 +268,17 @@ def test_in_host_credit_is_bounded_by_what_the_judge_saw() -> None:
     assert stages[0].score == 0.0, "forged in-host passes earn nothing without judged passes"
 
 
+def test_a_run_cut_short_never_raises_the_bound_on_in_host_credit() -> None:
+    # The student's code ends the judge (a signal, a crash) right before its first failing
+    # judged test: the one judged test reported passed, two never ran.
+    inventory = [InventoryItem(f"tests/test_lab8_1_read.py::t{i}", "8.1", False) for i in range(4)]
+    judged = [{"type": "test", "nodeid": inventory[0].nodeid, "passed": True}]
+    in_host = [{"type": "test", "nodeid": inventory[1].nodeid, "passed": True, "where": "host"}]
+    stages, *_ = score(LAB, inventory, judged + in_host, credit=True)
+    # 20 points over 4 tests: the judged pass earns 5, the in-host pass 5 x 1/3.
+    assert stages[0].score == round(5 + 5 / 3, 2), "tests never reported count as not passed"
+
+
 def test_tracemalloc_in_the_judge_needs_the_host(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(tracemalloc, "start", tracemalloc.start)  # restored afterwards
     needs_host.install_guards()

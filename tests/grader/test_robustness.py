@@ -430,9 +430,11 @@ class FakeSandbox:
             return outcome
         decided = {"type": "test", "nodeid": "tests/test_lab8_1_read.py::x", "passed": False}
         # The judge's own failures: pytest's internal error, or a session that decided nothing.
-        status, records = {"judge-internal-error": (3, []), "judge-decided-nothing": (5, [])}.get(
-            behaviour, (1, [decided])
-        )
+        status, records = {
+            "judge-internal-error": (3, []),
+            "judge-decided-nothing": (5, []),
+            "judge-interrupted": (2, [decided]),  # the student's process signalled it
+        }.get(behaviour, (1, [decided]))
         outcome.records = [{"type": "start"}, *records, {"type": "end", "exitstatus": status}]
         outcome.exit_code = status
         return outcome
@@ -480,6 +482,16 @@ def test_grader_failures_are_errors_tried_twice_and_graded_again_next_run(
     assert sandbox.calls == {"ok": 1, "flaky": 2, **again, "judge-decided-nothing": 4}, (
         "a rerun grades the errors again, and only them"
     )
+
+
+def test_a_judge_interrupted_by_the_students_process_is_a_crash_not_a_grade(
+    tmp_path: Path, sandbox: FakeSandbox
+) -> None:
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    student(subs, "gus", "judge-interrupted")
+    grade_submissions(subs, out, GradeOptions(jobs=1))
+    status, reason = statuses(out)["gus"]
+    assert status == "crashed" and "interrupted" in reason, (status, reason)
 
 
 @pytest.mark.slow

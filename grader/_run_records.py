@@ -18,11 +18,10 @@ _JUDGE_FAILURES = {3: "an internal error", 4: "a usage error"}
 def check_the_judge(outcome: _sandbox.RunOutcome) -> None:
     """A judge that failed, or ended having decided no test at all, is the grader's error
     (tried again, then recorded as such), never a silent score of zero."""
-    end = next((r for r in outcome.records if r.get("type") == "end"), None)
-    status = end.get("exitstatus") if end is not None else None
+    status = _exit_status(outcome)
     decided = any(r.get("type") == "test" for r in outcome.records)
-    failure = _JUDGE_FAILURES.get(status) if isinstance(status, int) else None
-    if failure is not None or (end is not None and not decided):
+    failure = _JUDGE_FAILURES.get(status) if status is not None else None
+    if failure is not None or (outcome.ended and not decided):
         tail = " | ".join(outcome.output_tail.strip().splitlines()[-3:])
         raise JudgeFailed(
             f"the judge's pytest ended with exit status {status} "
@@ -59,5 +58,11 @@ def host_ended(outcome: _sandbox.RunOutcome) -> int | None:
 def judge_interrupted(outcome: _sandbox.RunOutcome) -> bool:
     """pytest's exit status 2: the judge was interrupted. Nothing but the student's own
     process (the judge's child) is placed to signal it."""
+    return _exit_status(outcome) == 2
+
+
+def _exit_status(outcome: _sandbox.RunOutcome) -> int | None:
+    """The judge's pytest exit status, from its last record; None if it never sent one."""
     end = next((r for r in outcome.records if r.get("type") == "end"), None)
-    return end is not None and end.get("exitstatus") == 2
+    status = end.get("exitstatus") if end is not None else None
+    return status if isinstance(status, int) else None

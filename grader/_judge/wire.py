@@ -269,7 +269,7 @@ class Codec:
             if type(kind) is not type:  # a plain class, without a metaclass's hooks
                 return None
             found = vars(kind)
-        if kind is None or kind.__module__ != module or kind.__qualname__ != qualname:
+        if kind.__module__ != module or kind.__qualname__ != qualname:
             return None
         return kind  # type: ignore[no-any-return]
 

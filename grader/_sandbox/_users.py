@@ -25,6 +25,7 @@ from typing import IO, NamedTuple
 
 import psutil
 
+from grader._sandbox._limits import Limits
 from grader._sandbox._sweep import end_cgroup, end_uid
 
 # A range no distribution or systemd hands out (its docs list 1879048192-2147483647 as
@@ -33,9 +34,9 @@ FIRST_UID = 1_900_000_000
 UID_RANGE = 100_000
 # Root's own place for locks: /run/lock on Linux, /var/run on macOS.
 LOCK_DIR = next(p for p in (Path("/run/lock"), Path("/var/run")) if p.is_dir()) / "grader-uids"
-V1_ROOT = Path("/sys/fs/cgroup")  # a hierarchy per controller: V1_ROOT / "pids", ...
-V2_ROOT = Path("/sys/fs/cgroup")
-# What a job's cgroups hold it to, by controller: the file and the limit's name in Limits.
+# cgroup v1 mounts a hierarchy per controller below it (pids/, memory/); v2 is one tree.
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+# The file that holds a job to its limit, by controller and cgroup version.
 _LIMIT_FILES = {
     "pids": {"v1": "pids.max", "v2": "pids.max"},
     "memory": {"v1": "memory.limit_in_bytes", "v2": "memory.max"},
@@ -53,7 +54,12 @@ class UserPool:
     """One unprivileged uid per parallel job when the grader runs as root, else nothing
     (a normal user's jobs get a user namespace each from bubblewrap)."""
 
-    def __init__(self, size: int, processes: int = 128, memory_bytes: int = 3 << 30) -> None:
+    def __init__(
+        self,
+        size: int,
+        processes: int = Limits.processes,
+        memory_bytes: int = Limits.job_memory_bytes,
+    ) -> None:
         self._root = os.geteuid() == 0
         self._limits = {"pids": processes, "memory": memory_bytes}
         self._size = max(1, size)
@@ -170,11 +176,11 @@ def _job_cgroups(uid: int, limits: dict[str, int]) -> tuple[tuple[Path, ...], tu
 
 def _controller_root(controller: str) -> tuple[Path, str] | None:
     """cgroup v1's hierarchy of ``controller``, or a v2 root that hands it down."""
-    if (V1_ROOT / controller / "cgroup.procs").exists():
-        return V1_ROOT / controller, "v1"
+    if (CGROUP_ROOT / controller / "cgroup.procs").exists():
+        return CGROUP_ROOT / controller, "v1"
     try:
-        if controller in (V2_ROOT / "cgroup.subtree_control").read_text().split():
-            return V2_ROOT, "v2"
+        if controller in (CGROUP_ROOT / "cgroup.subtree_control").read_text().split():
+            return CGROUP_ROOT, "v2"
     except OSError:
         pass
     return None

@@ -14,19 +14,9 @@ from typing import Any
 
 import pytest
 
-from coursekit import assemble_practice_dir, load_lab
-
 SCENARIOS = Path(__file__).with_name("bash_scenarios.py")
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def solved_src(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    lab = load_lab("08")
-    directory = tmp_path_factory.mktemp("bash-faults") / "solved"
-    assemble_practice_dir(lab, directory, solved_stages=[s.id for s in lab.stages])
-    return directory / "src"
 
 
 def scenario(src: Path, *args: str, cgroup: bool = True) -> dict[str, Any]:

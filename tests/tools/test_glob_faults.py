@@ -10,8 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from coursekit import assemble_practice_dir, load_lab
-
 pytestmark = pytest.mark.slow
 
 GLOB = """
@@ -24,15 +22,6 @@ arguments = tool.schema.validate({"pattern": "**/*"})
 out = asyncio.run(tool.execute(arguments, ToolContext("glob", None, None)))
 print(json.dumps({"error": out.is_error, "text": out.content[0].text}))
 """
-
-
-@pytest.fixture(scope="module")
-def solved_src(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    directory = tmp_path_factory.mktemp("glob-faults") / "solved"
-    assemble_practice_dir(
-        load_lab("08"), directory, solved_stages=[s.id for s in load_lab("08").stages]
-    )
-    return directory / "src"
 
 
 @pytest.mark.parametrize(

@@ -11,8 +11,6 @@ import contextlib
 import json
 import os
 import secrets
-import signal
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -20,7 +18,7 @@ from typing import Any
 import psutil
 import pytest
 
-from coursekit import assemble_practice_dir, load_lab
+from tests.tools.own_session import communicate_in_own_session
 
 pytestmark = pytest.mark.slow
 
@@ -86,31 +84,16 @@ asyncio.run(main())
 """
 
 
-@pytest.fixture(scope="module")
-def solved_src(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    lab = load_lab("08")
-    directory = tmp_path_factory.mktemp("thread-faults") / "solved"
-    assemble_practice_dir(lab, directory, solved_stages=[s.id for s in lab.stages])
-    return directory / "src"
-
-
 def calls(solved_src: Path, workspace: Path, phase: str) -> list[dict[str, Any]]:
     # A command of its own, so that what a wrong tool leaves running is found and ended.
     sleeper = ["sleep", f"600.{secrets.randbelow(10**8)}"]
-    child = subprocess.Popen(
-        [sys.executable, "-c", CALLS, str(workspace), phase, " ".join(sleeper)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(solved_src)},
-        start_new_session=True,
-    )
     try:
-        out, err = child.communicate(timeout=240)
-    finally:  # whatever the tools left running ends, in the group or out of it
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(child.pid, signal.SIGKILL)
-        child.wait()
+        out, err = communicate_in_own_session(
+            [sys.executable, "-c", CALLS, str(workspace), phase, " ".join(sleeper)],
+            timeout=240,
+            env={**os.environ, "PYTHONPATH": str(solved_src)},
+        )
+    finally:  # a command the tools let out of the group ends too
         for process in psutil.process_iter(["cmdline"]):
             if process.info["cmdline"] == sleeper:
                 with contextlib.suppress(psutil.Error):

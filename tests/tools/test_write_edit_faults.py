@@ -6,15 +6,14 @@ ended with the group, also when the script hangs or fails.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.tools.own_session import communicate_in_own_session
 
 ROOT = Path(__file__).resolve().parents[2]
 FAULTS = ROOT / "benchmarks" / "faults.py"
@@ -23,17 +22,9 @@ pytestmark = pytest.mark.slow
 
 
 def faults(*arguments: str) -> dict[str, dict[str, int]]:
-    command = [sys.executable, str(FAULTS), "--json", *arguments]
-    child = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    out, err = communicate_in_own_session(
+        [sys.executable, str(FAULTS), "--json", *arguments], timeout=240
     )
-    try:
-        out, err = child.communicate(timeout=240)
-    finally:
-        # The group may hold workers even after the script itself has exited.
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(child.pid, signal.SIGKILL)
-        child.wait()
     assert out.strip(), f"faults.py printed no result: {err[-2000:]}"
     counts: dict[str, dict[str, int]] = json.loads(out.strip().splitlines()[-1])
     return counts

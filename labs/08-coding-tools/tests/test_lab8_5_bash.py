@@ -721,8 +721,11 @@ def test_a_command_that_never_stops_printing_still_ends_at_its_timeout(
             f.write(f"{os.getpid()}\\n")
         end = time.monotonic() + 120  # a leftover still ends by itself
         while time.monotonic() < end:
+            # 64 KiB on each pipe every 10 ms: past any pipe buffer and budget within the
+            # first second, without keeping two cores busy for the whole timeout.
             sys.stdout.write("o" * 65536)
             sys.stderr.write("e" * 65536)
+            time.sleep(0.01)
     """,
     )
     out = call_now(

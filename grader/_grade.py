@@ -200,13 +200,14 @@ class _Session:
         render_scaffold(lab, pristine)
         add_lab_tests(lab, pristine)
         _sandbox.share_read_only(pristine)  # mounted read-only into every sandboxed run
+        key = grading_key(lab)
         return cls(
             lab,
             options,
             staging,
             pristine,
-            collect_inventory(lab, pristine),
-            grading_key(lab),
+            collect_inventory(lab, pristine, key),
+            key,
             users,
             store,
             Diagnoser(lab, pristine / "tests"),

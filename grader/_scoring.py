@@ -45,8 +45,21 @@ print("INVENTORY" + json.dumps(collector.items))
 """
 
 
-def collect_inventory(lab: Lab, pristine: Path) -> list[InventoryItem]:
-    """Every test of the pristine suite, with its stage, collected from a pristine copy."""
+# Inventories collected in this process, by grading key: the key covers everything the
+# pristine copy is made of (tests, lab.toml, scaffold), and collecting takes a pytest start
+# and a collection (about a second), which a process that grades again need not repeat.
+_COLLECTED: dict[str, tuple[InventoryItem, ...]] = {}
+
+
+def collect_inventory(lab: Lab, pristine: Path, key: str) -> list[InventoryItem]:
+    """Every test of the pristine suite, with its stage, collected from a pristine copy
+    (once per process for a grading ``key``)."""
+    if key not in _COLLECTED:
+        _COLLECTED[key] = tuple(_collect(lab, pristine))
+    return list(_COLLECTED[key])
+
+
+def _collect(lab: Lab, pristine: Path) -> list[InventoryItem]:
     result = subprocess.run(
         [sys.executable, "-c", _COLLECT],
         cwd=pristine,

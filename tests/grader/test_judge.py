@@ -18,6 +18,7 @@ import pytest
 from coursekit import load_lab
 from coursekit.layout import COURSE_ROOT
 from coursekit.runner import LAB_PYTEST_ENV
+from grader import _scoring
 from grader._judge import hosted, hosted_plugin, needs_host
 from grader._judge.wire import Codec, WireError
 from grader._scoring import InventoryItem, score
@@ -277,6 +278,26 @@ def test_a_run_cut_short_never_raises_the_bound_on_in_host_credit() -> None:
     stages, *_ = score(LAB, inventory, judged + in_host, credit=True)
     # 20 points over 4 tests: the judged pass earns 5, the in-host pass 5 x 1/3.
     assert stages[0].score == round(5 + 5 / 3, 2), "tests never reported count as not passed"
+
+
+def test_the_inventory_is_collected_once_per_grading_key(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    collected: list[Path] = []
+
+    def collect(lab: object, pristine: Path) -> list[InventoryItem]:
+        collected.append(pristine)
+        return [InventoryItem(f"tests/test_lab8_1_read.py::{pristine.name}", "8.1", False)]
+
+    monkeypatch.setattr(_scoring, "_collect", collect)
+    monkeypatch.setattr(_scoring, "_COLLECTED", {})
+    first = _scoring.collect_inventory(LAB, tmp_path / "a", "key-1")
+    assert _scoring.collect_inventory(LAB, tmp_path / "b", "key-1") == first
+    assert collected == [tmp_path / "a"], "the same grading key: the same pristine tests"
+    changed = _scoring.collect_inventory(LAB, tmp_path / "c", "key-2")
+    assert collected == [tmp_path / "a", tmp_path / "c"] and changed != first, (
+        "another key (the tests, lab.toml or the scaffold changed) is collected afresh"
+    )
 
 
 def test_tracemalloc_in_the_judge_needs_the_host(monkeypatch: pytest.MonkeyPatch) -> None:

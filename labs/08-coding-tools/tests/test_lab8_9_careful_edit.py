@@ -538,11 +538,3 @@ def test_the_result_follows_an_edit_that_later_edits_moved(workspace: Path) -> N
         "it: the snippet shows it where it is now"
     )
     assert "  30│ new 20" in shown
-
-
-def test_the_schema_offers_replace_all_only_to_careful_sessions(workspace: Path) -> None:
-    careful = {d["name"]: d for d in session(workspace).definitions()}["edit"]
-    plain = {d["name"]: d for d in create_coding_tools(workspace).definitions()}["edit"]
-    item = careful["parameters"]["properties"]["edits"]["items"]["properties"]
-    assert "replace_all" in item and "replace_all" in careful["parameters"]["properties"]
-    assert "replace_all" not in str(plain), "the core edit tool keeps its contract schema"

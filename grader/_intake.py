@@ -31,6 +31,13 @@ from grader.model import Skipped
 MAX_MODULE_BYTES = 1 << 20
 _SKIPPED_DIRS = {"__pycache__", "venv", "node_modules"}  # and every hidden folder
 
+
+def _skipped_dir(name: str) -> bool:
+    """A hidden or tool folder: never searched for the practice directory, never digested.
+    One rule for both, or a rerun could skip a changed submission that lives in one."""
+    return name in _SKIPPED_DIRS or name.startswith(".")
+
+
 __all__ = [
     "InvalidSubmission",
     "Submission",
@@ -165,15 +172,20 @@ def _practice_root(root: Path) -> Path:
             if _real_dir(candidate / PACKAGE, within=candidate):
                 return candidate
         level = [child for parent in level for child in _real_dirs(parent)][:MAX_FILES]
-    raise InvalidSubmission(f"no {PACKAGE}/ found: submit the practice directory")
+    raise InvalidSubmission(
+        f"no {PACKAGE}/ found (hidden and tool folders such as .git/ or venv/ are not "
+        "searched): submit the practice directory"
+    )
 
 
 def _real_dirs(parent: Path) -> list[Path]:
     try:
         with os.scandir(parent) as entries:
-            return sorted(Path(e.path) for e in entries if e.is_dir(follow_symlinks=False))[
-                :MAX_FILES
-            ]
+            return sorted(
+                Path(e.path)
+                for e in entries
+                if e.is_dir(follow_symlinks=False) and not _skipped_dir(e.name)
+            )[:MAX_FILES]
     except OSError as error:
         raise InvalidSubmission(f"cannot read {parent.name}/: {error.strerror}") from None
 
@@ -227,7 +239,7 @@ def _walk(root: Path) -> list[tuple[str, Path, int]]:
 
     found = []
     for folder, dirs, files in os.walk(root, onerror=refuse):
-        dirs[:] = sorted(d for d in dirs if d not in _SKIPPED_DIRS and not d.startswith("."))
+        dirs[:] = sorted(d for d in dirs if not _skipped_dir(d))
         for name in sorted(files):
             path = Path(folder, name)
             try:

@@ -107,6 +107,38 @@ def test_a_symlinked_module_in_a_directory_is_invalid(tmp_path: Path) -> None:
         lab_modules(Submission("bob", tmp_path / "subs" / "bob"), LAB, scratch)
 
 
+@pytest.mark.parametrize("folder", ["", "lab08/", "a/b/", ".work/", "venv/", "x/.git/"])
+def test_what_is_graded_is_what_the_digest_covers(tmp_path: Path, folder: str) -> None:
+    """A rerun skips a submission whose digest is unchanged: every module the grader would
+    read must be in the digest, or a changed submission keeps its old result."""
+    root = tmp_path / "ann"
+    module = root / folder / READ
+    module.parent.mkdir(parents=True)
+    module.write_bytes(b"# ada's read\n")
+    scratch = tmp_path / "s"
+    scratch.mkdir()
+    submission = Submission("ann", root)
+    try:
+        graded = lab_modules(submission, LAB, scratch)
+    except InvalidSubmission as refused:
+        assert "not searched" in str(refused), refused
+        assert folder.rstrip("/").split("/")[-1] in (".work", "venv", ".git")
+        return
+    assert graded == {READ: b"# ada's read\n"}
+    before = submission.digest()
+    module.write_bytes(b"# the stub again\n")
+    assert submission.digest() != before, (
+        f"a module graded from {folder or './'} is left out of the digest: a rerun would "
+        "keep the old result of a changed submission"
+    )
+
+
+def test_a_module_too_deeply_nested_to_parse_is_held_for_review_not_an_error() -> None:
+    for deep in (b"x = a" + b".b" * 200_000, b"x = " + b"-" * 200_000 + b"1"):
+        reasons = scan({READ: deep}).verdict
+        assert any(r.startswith(f"{READ}:") and "too deeply nested" in r for r in reasons)
+
+
 def test_the_reference_solution_is_not_suspicious() -> None:
     root = solution_root(LAB.root.name)
     modules = {m: (root / m).read_bytes() for m in LAB.lab_modules}

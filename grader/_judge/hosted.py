@@ -151,8 +151,8 @@ def verify(
             record = json.loads(line)
             base, _, token = str(record["nodeid"]).rpartition("@")
             passed = record["passed"] is True
-        except (ValueError, KeyError, TypeError, AttributeError):
-            forged += 1
+        except Exception:  # noqa: BLE001 - the student's process wrote it: a line json
+            forged += 1  # cannot parse (too deep: RecursionError) or of the wrong shape
             continue
         if base in judged or not hosted_plugin.selected(base, tests, files):
             forged += 1

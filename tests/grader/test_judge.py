@@ -254,6 +254,15 @@ def test_forged_in_host_reports_are_caught() -> None:
     assert summary["forged"] == 3 and summary["tests"] == 0
 
 
+def test_an_in_host_line_json_cannot_parse_is_forged_not_a_crash_of_the_judge() -> None:
+    tests = ["tests/a.py::t1"]
+    lines = [b"[" * 30_000, b'{"nodeid": ' * 5_000, b"[1]", b'"text"']
+    lines += _lines("s", {tests[0]: (True, False)})
+    *records, summary = hosted.verify(lines, "s", tests, [], judged=set())
+    assert [r["nodeid"] for r in records] == tests
+    assert (summary["forged"], summary["wrong_canaries"]) == (4, 0)
+
+
 def test_in_host_credit_is_bounded_by_what_the_judge_saw() -> None:
     inventory = [InventoryItem(f"tests/test_lab8_1_read.py::t{i}", "8.1", False) for i in range(4)]
     judged = [{"type": "test", "nodeid": inventory[i].nodeid, "passed": i == 0} for i in (0, 1)]

@@ -15,7 +15,12 @@ from pathlib import Path
 from coursekit.layout import SOLUTIONS
 from grader._sandbox._argv import as_user, bwrap_prefix, inner_limits, visible_roots
 from grader._sandbox._limits import Limits
-from grader._sandbox._run import SandboxError, SandboxMode, bwrap_available
+from grader._sandbox._run import (
+    SandboxError,
+    SandboxMode,
+    bwrap_available,
+    require_reachable_interpreter,
+)
 from grader._sandbox._users import JobUser
 
 INSTALL = (
@@ -34,6 +39,7 @@ PROBE = "import pytest, sys; sys.exit(0 if open('/proc/1/cmdline').read() else 1
 def require_sandbox(mode: SandboxMode, limits: Limits, user: JobUser | None) -> None:
     """Raise SandboxError saying what to do unless ``mode`` runs safely here."""
     if mode == "unsafe-none":
+        require_reachable_interpreter(user)
         return
     if sys.platform != "linux" or not bwrap_available():
         raise SandboxError(f"no sandbox here: {INSTALL}; {UNSAFE}")

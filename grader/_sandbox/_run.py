@@ -68,6 +68,21 @@ def bwrap_available() -> bool:
     return all(shutil.which(tool) for tool in ("bwrap", "setpriv", "prlimit"))
 
 
+def require_reachable_interpreter(user: JobUser | None) -> None:
+    """Without bubblewrap a job's own user must reach the interpreter itself. When it cannot,
+    the only way left would be to run the student's code as the grader (root): refused, for
+    it could then rewrite the grader and its results."""
+    closed = closed_ancestors(interpreter_paths()) if user is not None else []
+    if closed:
+        raise SandboxError(
+            "without bubblewrap the student's code runs as a user of its own, which cannot "
+            f"reach this interpreter ({', '.join(map(str, closed))} is closed to others), "
+            "and it never runs as root: install the kit's virtual environment under a "
+            "directory every user can enter (e.g. python3 -m venv /opt/course-venv), or "
+            "install bubblewrap"
+        )
+
+
 def run_tests(
     workdir: Path,
     scratch: Path,
@@ -108,8 +123,8 @@ def run_tests(
     home = workdir / ".home" if not mounts else Path(PRIVATE_TMP)
     if not mounts:
         home.mkdir()
-    if user is not None and not use_bwrap and closed_ancestors(interpreter_paths()):
-        user = None  # unsafe mode only, and recorded: the interpreter is out of its reach
+    if not use_bwrap:
+        require_reachable_interpreter(user)
     if user is not None and not mounts:
         give_to(workdir, user)
     read_end, write_end = os.pipe()

@@ -10,14 +10,17 @@ from pathlib import Path
 import pytest
 
 from grader._sandbox import (
+    JobUser,
     Limits,
     SandboxError,
     UserPool,
     _check,
+    _run,
     bwrap_available,
     require_sandbox,
     run_tests,
 )
+from grader._sandbox._users import closed_ancestors, interpreter_paths
 
 INSIDE = """
 import contextlib, os, socket, sys, pytest
@@ -85,18 +88,41 @@ def test_bubblewrap_isolates_the_run(tmp_path: Path) -> None:
     assert not (workdir / "written.txt").exists()
 
 
-@pytest.mark.parametrize("mode", ["unsafe-none"])
-def test_without_bubblewrap_the_result_says_so(tmp_path: Path, mode: str) -> None:
+def _one_passing_test(tmp_path: Path) -> tuple[Path, Path]:
     workdir = tmp_path / "work"
     (workdir / "tests").mkdir(parents=True)
     (workdir / "pytest.ini").write_text("[pytest]\n")
     (workdir / "tests" / "test_one.py").write_text("def test_one():\n    assert True\n")
     scratch = tmp_path / "scratch"
     scratch.mkdir()
+    return workdir, scratch
+
+
+def test_without_bubblewrap_the_result_says_so(tmp_path: Path) -> None:
+    workdir, scratch = _one_passing_test(tmp_path)
     with UserPool(1) as pool, pool.user() as user:
-        outcome = run_tests(workdir, scratch, Limits(wall_seconds=120), mode, user)  # type: ignore[arg-type]
+        if user is not None and closed_ancestors(interpreter_paths()):
+            # Root, with an interpreter its pool users cannot reach (under /root): refused.
+            with pytest.raises(SandboxError, match="never runs as root"):
+                run_tests(workdir, scratch, Limits(wall_seconds=120), "unsafe-none", user)
+            return
+        outcome = run_tests(workdir, scratch, Limits(wall_seconds=120), "unsafe-none", user)
     assert outcome.isolation.startswith("unsafe") and outcome.ended
     assert [r["passed"] for r in outcome.records if r.get("type") == "test"] == [True]
+
+
+def test_without_bubblewrap_student_code_never_runs_as_the_grader(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As root without bubblewrap the job runs as a pool user; one that cannot reach the
+    interpreter must not make the job run as root instead (the Gradescope fallback)."""
+    monkeypatch.setattr(_run, "closed_ancestors", lambda paths: [Path("/root")])
+    user = JobUser(65_000, 65_000)
+    with pytest.raises(SandboxError, match=r"/root is closed to others.*never runs as root"):
+        require_sandbox("unsafe-none", Limits(), user)
+    workdir, scratch = _one_passing_test(tmp_path)
+    with pytest.raises(SandboxError, match="never runs as root"):
+        run_tests(workdir, scratch, Limits(wall_seconds=120), "unsafe-none", user)
 
 
 def test_a_failing_setup_is_reported_once_as_failed(tmp_path: Path) -> None:

@@ -70,3 +70,21 @@ def test_break_kill_only_the_shell_leaves_no_process(tmp_path: Path) -> None:
     )
     assert result.returncode == 0 and "Caught" in result.stdout, result.stdout + result.stderr
     assert processes_under(tmp_path) == []
+
+
+def test_a_call_that_blocks_the_event_loop_fails_with_its_cause_before_pytest_timeout(
+    tmp_path: Path,
+) -> None:
+    # The demo's partial read opens the file on the event loop itself (no thread, no
+    # O_NONBLOCK): on a FIFO no deadline the loop runs can fire. The helper's watchdog must
+    # still end the call, with the cause, before pytest-timeout's bare "Timeout".
+    partial = COURSE_ROOT / "grader/examples/submissions/partial" / LAB.stage("8.1").modules[0]
+    base = render_base(LAB, tmp_path / "base")
+    directory = build(LAB, base, tmp_path / "blocking", [])
+    (directory / LAB.stage("8.1").modules[0]).write_bytes(partial.read_bytes())
+    run = run_lab_tests(directory, "lab8_1", extra=("-k", "fifo_is_refused_without_waiting"))
+    (outcome,) = run.outcomes
+    assert not outcome.passed
+    assert "blocked the event loop itself" in outcome.message, outcome.message[:500]
+    assert "Timeout" not in outcome.message, outcome.message[:500]
+    assert processes_under(tmp_path) == []

@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import signal
+import threading
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -32,13 +34,70 @@ _GENERIC_HANG = (
     "something waits forever: a lock, queue lane or future that is never released or "
     "resolved, or a blocking call on the event loop"
 )
+# A call that blocks the event loop itself (open() of a FIFO or a read on the loop's thread)
+# stops every deadline that the loop would run: a signal interrupts it this long after the
+# loop's own deadline and clean-up have had their time.
+_BLOCKED_LOOP_MARGIN_SECONDS = 3 * _CANCEL_GRACE_SECONDS + 1
+_BLOCKED_LOOP = (
+    "the call blocked the event loop itself for {:g} s, so no deadline could run: a "
+    "blocking call (open, read, write, wait) made directly in async code instead of in a "
+    "worker thread, such as opening a FIFO without O_NONBLOCK"
+)
 _tools_called: list[str] = []
+
+
+class EventLoopBlocked(BaseException):
+    """Raised into the event loop's thread by the watchdog. Not an Exception: a tool's own
+    ``except Exception`` must not turn it into a result that passes."""
+
+
+@contextlib.contextmanager
+def _watchdog(seconds: float) -> Iterator[None]:
+    """After ``seconds``, interrupt the main thread wherever it blocks (SIGUSR1 makes a
+    blocking system call return, and the handler raises EventLoopBlocked there)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signals reach only the main thread
+        return
+    armed = True
+
+    def interrupt(signum: int, frame: object) -> None:
+        if armed:
+            raise EventLoopBlocked(_BLOCKED_LOOP.format(seconds))
+
+    done = threading.Event()
+    main = threading.main_thread().ident
+    assert main is not None
+
+    def watch() -> None:
+        if not done.wait(seconds):
+            signal.pthread_kill(main, signal.SIGUSR1)
+
+    previous = signal.signal(signal.SIGUSR1, interrupt)
+    watcher = threading.Thread(target=watch, name="lab-watchdog", daemon=True)
+    try:
+        watcher.start()
+    except RuntimeError:  # no thread to be had: the loop's own deadline still holds
+        signal.signal(signal.SIGUSR1, previous)
+        yield
+        return
+    try:
+        yield
+    finally:
+        armed = False
+        done.set()
+        watcher.join()
+        signal.signal(signal.SIGUSR1, previous)
 
 
 def run(coroutine: Coroutine[Any, Any, T], timeout: float = DEADLINE_SECONDS) -> T:
     """Run a coroutine with a deadline, so a hang fails with an explanation instead of
     freezing the suite. Code that ignores cancellation is abandoned, not waited for."""
     _tools_called.clear()
+    with _watchdog(timeout + _BLOCKED_LOOP_MARGIN_SECONDS):
+        return _run_with_deadline(coroutine, timeout)
+
+
+def _run_with_deadline(coroutine: Coroutine[Any, Any, T], timeout: float) -> T:
     loop = asyncio.new_event_loop()
     task = loop.create_task(coroutine)
     try:

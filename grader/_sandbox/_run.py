@@ -103,6 +103,8 @@ def run_tests(
             "grading needs bubblewrap (bwrap) and setpriv and prlimit (util-linux): "
             "apt-get install bubblewrap util-linux"
         )
+    if not use_bwrap:
+        require_reachable_interpreter(user)
     plugin_dir = scratch / "plugin"
     plugin_dir.mkdir(mode=0o755)
     package = Path(judge_plugin.__file__).parent
@@ -123,8 +125,6 @@ def run_tests(
     home = workdir / ".home" if not mounts else Path(PRIVATE_TMP)
     if not mounts:
         home.mkdir()
-    if not use_bwrap:
-        require_reachable_interpreter(user)
     if user is not None and not mounts:
         give_to(workdir, user)
     read_end, write_end = os.pipe()

@@ -523,6 +523,46 @@ def test_the_timer_is_removed_when_the_call_ends(
     )
 
 
+def test_the_timeout_lasts_bash_timeout_ms_to_the_millisecond(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every asyncio timer (call_later, asyncio.timeout, wait_for, wait, sleep) is scheduled
+    # through loop.call_at: the spy records how far ahead each one is due when it is made.
+    # A timeout timer made anywhere else (a thread) is not on the loop, and is not judged.
+    timeout_ms = FAR_TIMEOUT_MS + 500
+
+    async def scenario() -> tuple[ToolOutput, list[float]]:
+        loop = asyncio.get_running_loop()
+        delays: list[float] = []
+        schedule = loop.call_at
+
+        def record_and_schedule(when: float, *args: Any, **kwargs: Any) -> asyncio.TimerHandle:
+            delays.append(when - loop.time())
+            return schedule(when, *args, **kwargs)
+
+        monkeypatch.setattr(loop, "call_at", record_and_schedule)
+        controller = AbortController()
+        tools = create_coding_tools(workspace, bash_timeout_ms=timeout_ms)
+        command = "echo ready > ready.txt; sleep 30"
+        task = asyncio.create_task(
+            call(tools, "bash", {"command": command}, signal=controller.signal)
+        )
+        await wait_for_file(workspace / "ready.txt", task)
+        controller.abort("the test has seen the timer")
+        return await task, delays
+
+    out, delays = run(scenario())
+    assert out.details.aborted, text_of(out)
+    far = [delay for delay in delays if delay > 300]
+    # 0.25 s of slack for the moment between reading the clock and scheduling; rounding to
+    # whole seconds loses up to 0.999 s.
+    assert not far or max(far) > timeout_ms / 1000 - 0.25, (
+        f"bash_timeout_ms={timeout_ms} must give a timeout of {timeout_ms / 1000:g} s, but the "
+        f"call's timer was due in {max(far or [0]):.3f} s: convert milliseconds to seconds "
+        "with bash_timeout_ms / 1000, never round to whole seconds (// 1000, int(...))"
+    )
+
+
 def refuse_to_spawn(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Make every way of starting a process fail and record the attempt."""
     spawned: list[str] = []

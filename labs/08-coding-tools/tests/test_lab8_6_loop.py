@@ -148,6 +148,20 @@ def test_a_run_is_bounded_to_50_steps_by_default(project: Path) -> None:
     )
 
 
+def test_max_steps_none_reaches_the_loop_as_no_limit(project: Path) -> None:
+    turns = [
+        assistant_message([ToolCall(f"r{n}", "read", {"path": "greet.py"})], "toolUse")
+        for n in range(60)
+    ]
+    model = ScriptedModel([*turns, assistant_message([text("Read it 60 times.")], "stop")])
+    result = run(run_coding_agent(model, str(project), TASK, max_steps=None))
+    assert result.reason == "stop" and len(model.requests) == 61, (
+        "max_steps=None means no limit, and it must reach the loop unchanged: pass max_steps "
+        "through as given, never replace None with the default 50 (the run ended with "
+        f"{result.reason!r} after {len(model.requests)} model requests)"
+    )
+
+
 def test_workspace_containment_is_the_default(project: Path, outside: Path) -> None:
     turns = [
         assistant_message([ToolCall("r1", "read", {"path": "../outside/secret.txt"})], "toolUse"),

@@ -309,6 +309,34 @@ def test_memory_is_bounded_by_the_window_not_the_file_or_one_line(workspace: Pat
     )
 
 
+def test_memory_is_bounded_by_the_byte_budget_not_by_the_line_limit(workspace: Path) -> None:
+    # 80 lines of 400 KiB (32 MiB), each well within max_read_bytes=1 MiB alone: two fit
+    # the budget together, a third does not. The line limit (240) would allow all 80, so
+    # a read that keeps lines until the limit and only then cuts the window to the budget
+    # holds the whole file.
+    width = 400 * 2**10
+    with open(workspace / "wide.txt", "wb") as file:
+        for n in range(1, 81):
+            file.write(b"%03d " % n + b"w" * (width - 4) + b"\n")
+    registry = tools(workspace, max_read_bytes=2**20)
+    tracemalloc.start()
+    try:
+        out = call_now(registry, "read", path="wide.txt")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    lines = [f"{n:03d} " + "w" * (width - 4) for n in (1, 2)]
+    assert text_of(out) == numbered(lines) + (
+        "\n\n[Showing lines 1-2 of 80; continue with offset=3]"
+    ), "two lines of 400 KiB and the notice fit in max_read_bytes=1 MiB, three do not"
+    assert peak < 16 * 2**20, (
+        f"reading a window of 1 MiB allocated {peak / 2**20:.0f} MiB at peak: memory must be "
+        "bounded by the window, and the window by max_read_bytes as much as by the line "
+        "limit. Keep a line only while the lines kept so far still fit the byte budget "
+        "together; once one does not, only count the rest"
+    )
+
+
 def test_details_path_is_the_joined_path_not_the_symlink_target(workspace: Path) -> None:
     (workspace / "real.txt").write_text("x\n")
     os.symlink(workspace / "real.txt", workspace / "alias.txt")

@@ -24,10 +24,7 @@ import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
-
-import openai
-from openai import AsyncOpenAI
+from typing import TYPE_CHECKING, Any
 
 from picourse.abort import AbortSignal
 from picourse.messages import (
@@ -40,6 +37,10 @@ from picourse.messages import (
     UserMessage,
 )
 from picourse.model import ModelRequest
+
+if TYPE_CHECKING:
+    import openai
+    from openai import AsyncOpenAI
 
 DEFAULT_RETRIES = 4
 FINISH_REASONS: dict[str, StopReason] = {
@@ -91,6 +92,10 @@ class OpenAIChatModel:
         self.on_text = on_text
         self.usage: Usage | None = None  # of the last call, when the server said
         self.total_usage = Usage()
+        # Imported here, not at the top: the SDK's import costs about half a second of CPU,
+        # which a process that imports this module but talks to no model need not pay.
+        from openai import AsyncOpenAI
+
         self._client = client or AsyncOpenAI(
             base_url=base_url,
             # Local servers (Ollama, llama.cpp) need no key, but the SDK insists on one.
@@ -102,6 +107,8 @@ class OpenAIChatModel:
     async def complete(
         self, request: ModelRequest, signal: AbortSignal | None = None
     ) -> AssistantMessage:
+        import openai  # the SDK's errors (imported with the client in __init__)
+
         self.usage = None
         reply = _Reply()
         if signal is not None and signal.aborted:
@@ -289,6 +296,8 @@ def _arguments(draft: _ToolCallDraft) -> Any:
 
 
 def _explain(error: openai.APIError, client: AsyncOpenAI) -> str:
+    import openai
+
     where = str(client.base_url)
     if isinstance(error, openai.AuthenticationError):
         return (

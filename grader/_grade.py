@@ -199,14 +199,15 @@ class _Session:
         pristine = staging / "pristine"
         render_scaffold(lab, pristine)
         add_lab_tests(lab, pristine)
-        _sandbox.share_read_only(pristine)  # mounted read-only into every sandboxed run
         key = grading_key(lab)
+        inventory = collect_inventory(lab, pristine, key)  # and compiled for every job
+        _sandbox.share_read_only(pristine)  # mounted read-only into every sandboxed run
         return cls(
             lab,
             options,
             staging,
             pristine,
-            collect_inventory(lab, pristine, key),
+            inventory,
             key,
             users,
             store,

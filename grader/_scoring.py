@@ -12,15 +12,14 @@ implemented, forged in-host reports earn nothing; with a correct stage, nothing 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from coursekit.bytecode import CompiledCode, hash_checked, writing_env
 from coursekit.lab import Lab
-from coursekit.runner import LAB_PYTEST_ENV
 from grader.model import StageScore, TestResult, TestStatus, truncate
 
 
@@ -45,25 +44,40 @@ print("INVENTORY" + json.dumps(collector.items))
 """
 
 
-# Inventories collected in this process, by grading key: the key covers everything the
+@dataclass(frozen=True)
+class _Collected:
+    inventory: tuple[InventoryItem, ...]
+    compiled: CompiledCode
+
+
+# What was collected in this process, by grading key: the key covers everything the
 # pristine copy is made of (tests, lab.toml, scaffold), and collecting takes a pytest start
 # and a collection (about a second), which a process that grades again need not repeat.
-_COLLECTED: dict[str, tuple[InventoryItem, ...]] = {}
+_COLLECTED: dict[str, _Collected] = {}
 
 
 def collect_inventory(lab: Lab, pristine: Path, key: str) -> list[InventoryItem]:
-    """Every test of the pristine suite, with its stage, collected from a pristine copy
-    (once per process for a grading ``key``)."""
-    if key not in _COLLECTED:
-        _COLLECTED[key] = tuple(_collect(lab, pristine))
-    return list(_COLLECTED[key])
+    """Every test of the pristine suite, with its stage, collected from a pristine copy,
+    which is left compiled for the runs of every job (``coursekit.bytecode``): the judge and
+    the in-host pytest then rewrite no test module. Once per process for a grading ``key``;
+    a later copy under that key gets the compiled code of the first."""
+    known = _COLLECTED.get(key)
+    if known is None:
+        inventory = tuple(_collect(lab, pristine))
+        known = _COLLECTED[key] = _Collected(inventory, CompiledCode.of(pristine))
+    else:
+        known.compiled.install(pristine)
+    return list(known.inventory)
 
 
 def _collect(lab: Lab, pristine: Path) -> list[InventoryItem]:
+    """Collect, writing the bytecode of the tests as pytest rewrites them; then every other
+    module compiled hash-checked (a student's module mounted on its stub is never served the
+    stub's code)."""
     result = subprocess.run(
         [sys.executable, "-c", _COLLECT],
         cwd=pristine,
-        env={**os.environ, **LAB_PYTEST_ENV},
+        env=writing_env(),
         capture_output=True,
         text=True,
         check=False,
@@ -71,6 +85,7 @@ def _collect(lab: Lab, pristine: Path) -> list[InventoryItem]:
     line = next((x for x in result.stdout.splitlines() if x.startswith("INVENTORY")), None)
     if line is None:
         raise RuntimeError(f"cannot collect the pristine tests:\n{result.stdout}{result.stderr}")
+    hash_checked(pristine)
     by_marker = {stage.marker: stage.id for stage in lab.stages}
     items = []
     for nodeid, markers in json.loads(line.removeprefix("INVENTORY")):

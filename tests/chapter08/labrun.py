@@ -7,13 +7,15 @@ from pathlib import Path
 
 from coursekit import Lab
 from coursekit.assemble import add_lab_tests, apply_mutant, overlay_solution, render_scaffold
+from coursekit.bytecode import compile_in_place
 from coursekit.lab import Mutant
 
 
 def build(
     lab: Lab, base: Path, destination: Path, solved: list[str], mutant: Mutant | None = None
 ) -> Path:
-    """Copy a rendered base directory and overlay solutions (and a mutant) on it."""
+    """Copy a rendered base directory (its compiled code too) and overlay solutions (and a
+    mutant) on it."""
     shutil.copytree(base, destination)
     overlay_solution(lab, destination, solved)
     if mutant is not None:
@@ -22,6 +24,8 @@ def build(
 
 
 def render_base(lab: Lab, destination: Path) -> Path:
+    """A practice directory, compiled once for the many runs of its copies."""
     render_scaffold(lab, destination)
     add_lab_tests(lab, destination)
+    compile_in_place(destination)
     return destination

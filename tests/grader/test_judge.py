@@ -296,6 +296,9 @@ def test_the_inventory_is_collected_once_per_grading_key(
 
     def collect(lab: object, pristine: Path) -> list[InventoryItem]:
         collected.append(pristine)
+        compiled = pristine / "tests/__pycache__/test_lab8_1_read.cpython-311-pytest-9.2.0.pyc"
+        compiled.parent.mkdir(parents=True)
+        compiled.write_bytes(f"compiled in {pristine.name}".encode())
         return [InventoryItem(f"tests/test_lab8_1_read.py::{pristine.name}", "8.1", False)]
 
     monkeypatch.setattr(_scoring, "_collect", collect)
@@ -303,6 +306,10 @@ def test_the_inventory_is_collected_once_per_grading_key(
     first = _scoring.collect_inventory(LAB, tmp_path / "a", "key-1")
     assert _scoring.collect_inventory(LAB, tmp_path / "b", "key-1") == first
     assert collected == [tmp_path / "a"], "the same grading key: the same pristine tests"
+    installed = tmp_path / "b/tests/__pycache__/test_lab8_1_read.cpython-311-pytest-9.2.0.pyc"
+    assert installed.read_bytes() == b"compiled in a", (
+        "a later pristine copy under the same key runs the tests compiled for the first"
+    )
     changed = _scoring.collect_inventory(LAB, tmp_path / "c", "key-2")
     assert collected == [tmp_path / "a", tmp_path / "c"] and changed != first, (
         "another key (the tests, lab.toml or the scaffold changed) is collected afresh"

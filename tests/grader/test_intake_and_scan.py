@@ -197,7 +197,8 @@ def test_the_scan_parses_a_cookie_declared_encoding_like_python_does() -> None:
 def test_archives_and_bad_archives_are_graded_or_invalid(tmp_path: Path) -> None:
     submissions = tmp_path / "subs"
     submissions.mkdir()
-    solved_modules(tmp_path / "zipped" / "lab08")
+    # Stages 8.1 and 8.2 (35 points): what the archive earns is what its modules earn.
+    solved_modules(tmp_path / "zipped" / "lab08", ["8.1", "8.2"])
     shutil.make_archive(str(submissions / "zoe"), "zip", tmp_path / "zipped")
     (submissions / "broken.zip").write_bytes(b"PK\x03\x04 no")
     with zipfile.ZipFile(submissions / "sneaky.zip", "w") as bundle:
@@ -205,6 +206,6 @@ def test_archives_and_bad_archives_are_graded_or_invalid(tmp_path: Path) -> None
     out = tmp_path / "out"
     grade_submissions(submissions, out, GradeOptions(jobs=2))
     book = gradebook(out)
-    assert (book["zoe"]["status"], float(book["zoe"]["total"])) == ("graded", 100.0)
+    assert (book["zoe"]["status"], float(book["zoe"]["total"])) == ("graded", 35.0)
     assert book["broken"]["status"] == "invalid" and book["sneaky"]["status"] == "invalid"
     assert not (tmp_path / "escape.py").exists()

@@ -30,6 +30,7 @@ from grader import GradeOptions, grade_submissions
 from grader._grade import release
 from grader._sandbox import JobUser, Limits, RunOutcome, UserPool, end_every_run, run_tests
 from grader._sandbox._users import _controller_root, describe
+from tests.grader.graded_class import LAB, solved_modules
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 LIMITS = Limits(wall_seconds=120, test_seconds=90, processes=64)
@@ -400,10 +401,16 @@ def test_no_checkout_or_solution_is_visible_anywhere(tmp_path: Path) -> None:
 READ = "src/picourse/coding_tools/read.py"
 
 
+# What is checked here is how the scan's notes and flags treat credit, not how much there is:
+# stages 8.1 and 8.2 solved (35 points) earn the same as the whole lab would, at a third of
+# the grading's cost.
+SOLVED = ["8.1", "8.2"]
+WORTH = sum(LAB.stage(s).weight for s in SOLVED)
+
+
 def solution_with(destination: Path, extra: str) -> Path:
-    """The reference modules, with ``extra`` at the end of read.py."""
-    solution = SOLUTIONS / "08-coding-tools"
-    shutil.copytree(solution / "src", destination / "src")
+    """The reference modules of ``SOLVED``, with ``extra`` at the end of read.py."""
+    solved_modules(destination, SOLVED)
     read = destination / READ
     read.write_text(read.read_text() + "\n" + extra)
     return destination
@@ -440,7 +447,7 @@ def result_of(out: Path, student: str) -> dict[str, Any]:
 
 def test_honest_variants_of_the_scan_signals_get_full_credit(graded: tuple[Path, Path]) -> None:
     result = result_of(graded[1], "honest-variant")
-    assert (result["status"], result["score"]) == ("graded", 100), result["reason"]
+    assert (result["status"], result["score"]) == ("graded", WORTH), result["reason"]
     assert "no effect on the score" in result["reason"], "the reviewer still sees the notes"
 
 
@@ -456,7 +463,7 @@ def test_a_forged_result_is_graded_again_and_a_released_flag_keeps_its_credit(
     subs, out = graded
     flagged = result_of(out, "reaches-into-pytest")
     assert (flagged["status"], flagged["score"]) == ("flagged", 0)
-    assert "passed tests worth 130 points" in flagged["reason"]  # 100 + the optional stages
+    assert f"passed tests worth {WORTH:g} points" in flagged["reason"]
     forged = result_of(out, "untouched")
     assert forged["score"] == 0
     forged["stages"] = [dict(s, score=s["max_score"]) for s in forged["stages"]]
@@ -464,16 +471,16 @@ def test_a_forged_result_is_graded_again_and_a_released_flag_keeps_its_credit(
     honest = (out / "submissions/honest-variant/result.json").read_bytes()
 
     released = release(out, "reaches-into-pytest")
-    assert (released.status, released.score) == ("graded", 100)
+    assert (released.status, released.score) == ("graded", WORTH)
     grade_submissions(subs, out, GradeOptions(jobs=2, limits=FINISHING))
 
     assert result_of(out, "untouched")["score"] == 0, "the forgery was graded again"
-    assert result_of(out, "reaches-into-pytest")["score"] == 100, "a release survives a rerun"
+    assert result_of(out, "reaches-into-pytest")["score"] == WORTH, "a release survives a rerun"
     assert (out / "submissions/honest-variant/result.json").read_bytes() == honest
     rows = {
         r["student"]: r for r in csv.DictReader(io.StringIO((out / "gradebook.csv").read_text()))
     }
-    assert (rows["untouched"]["total"], rows["reaches-into-pytest"]["total"]) == ("0", "100")
+    assert (rows["untouched"]["total"], rows["reaches-into-pytest"]["total"]) == ("0", f"{WORTH:g}")
 
 
 HANGS_WITH_A_DAEMON = """

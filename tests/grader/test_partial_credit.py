@@ -65,10 +65,12 @@ async def run_coding_agent(model, cwd, task, **options):
 
 def test_a_crash_keeps_the_credit_earned_before_it(tmp_path: Path) -> None:
     submissions = tmp_path / "subs"
-    student = solved_modules(submissions / "crasher", ["8.1", "8.2", "8.3", "8.4", "8.5"])
+    # Stages 8.1 and 8.2, judged, and 8.3, most of whose tests run in the host: both kinds
+    # of credit earned before the crash are kept.
+    student = solved_modules(submissions / "crasher", ["8.1", "8.2", "8.3"])
     (student / LAB.stage("8.6").modules[0]).write_text(CRASHING_AGENT)
     out = tmp_path / "out"
     grade_submissions(submissions, out, GradeOptions(jobs=1))
     row = gradebook(out)["crasher"]
     assert row["status"] == "crashed" and "ended early" in row["reason"]
-    assert float(row["total"]) == 95.0, "stages 8.1-8.5 passed before the crash"
+    assert float(row["total"]) == 55.0, "stages 8.1-8.3 passed before the crash"

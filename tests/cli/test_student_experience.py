@@ -16,6 +16,7 @@ import pytest
 
 from coursekit import load_lab
 from coursekit.assemble import apply_mutant
+from coursekit.bytecode import compile_in_place
 from coursekit.layout import COURSE_ROOT, solution_root
 
 from .test_practice_cli import Watch, add_lab_test, copy_of, next_command, practice, solve
@@ -28,6 +29,7 @@ pytestmark = pytest.mark.slow
 def fresh(tmp_path_factory: pytest.TempPathFactory) -> Path:
     target = tmp_path_factory.mktemp("newcomer") / "lab08"
     assert practice("08", target).returncode == 0
+    compile_in_place(target)  # as a student's first pytest run would; copies keep it
     return target
 
 

@@ -249,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--with-challenge",
         action="store_true",
-        help="also run the challenge tests (slow: one writes 300 MB)",
+        help="also run the challenge tests (slow: one writes 768 MiB sparse)",
     )
     parser.add_argument("--workdir", type=Path, help="keep the run here (default: temporary)")
     parser.add_argument("--nice", type=int, default=10, help="niceness increment (10)")

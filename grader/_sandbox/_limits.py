@@ -31,7 +31,7 @@ class Limits:
     processes: int = 128
     file_bytes: int = 1 << 30
     # The private /tmp of a sandboxed run: a cap on a tmpfs, not a reservation. The lab tests
-    # keep their files until the run ends (64 MiB lines, 300 MB files, sparse files).
+    # keep their files until the run ends (64 MiB lines, 64 MB files, sparse files).
     disk_bytes: int = 4 << 30
 
 

@@ -22,7 +22,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 def test_a_rerun_skips_graded_input_and_survives_a_kill(tmp_path: Path) -> None:
     submissions = tmp_path / "subs"
     # Stage 8.2 alone: what is checked here is which input is graded, not how well, and
-    # 8.1's reference run (a 300 MB file among others) would add to each of seven gradings.
+    # 8.1's reference run (64 MB files among others) would add to each of seven gradings.
     for name in ("ann", "ben", "cy"):
         solved_modules(submissions / name, ["8.2"])
     out = tmp_path / "out"

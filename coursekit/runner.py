@@ -8,6 +8,7 @@ import subprocess
 import sys
 import tempfile
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,17 +60,24 @@ class TestRun:
         return [o for o in self.outcomes if o.test_file.endswith(test_file)]
 
 
+Launch = Callable[[list[str], Path, dict[str, str], float], str]
+"""How a lab run starts pytest: (pytest's arguments, directory, environment, timeout) ->
+its output. The default starts ``python -m pytest`` in a process of its own."""
+
+
 def run_lab_tests(
-    directory: Path, marker: str | None = None, *, timeout: float = 900, extra: tuple[str, ...] = ()
+    directory: Path,
+    marker: str | None = None,
+    *,
+    timeout: float = 900,
+    extra: tuple[str, ...] = (),
+    launch: Launch | None = None,
 ) -> TestRun:
     """Run pytest in ``directory`` (optionally ``-m marker``) and collect every outcome."""
     with tempfile.TemporaryDirectory(prefix="labrun-") as scratch:
         report = Path(scratch) / "report.xml"
         # --tb=native: the report needs messages, not pytest's source excerpts (faster).
-        command = [
-            sys.executable,
-            "-m",
-            "pytest",
+        arguments = [
             "-p",
             "no:cacheprovider",
             "--tb=native",
@@ -79,22 +87,28 @@ def run_lab_tests(
             *extra,
         ]
         if marker:
-            command += ["-m", marker]
+            arguments += ["-m", marker]
         env = {**os.environ, **LAB_PYTEST_ENV, "PYTHONDONTWRITEBYTECODE": "1"}
         env.pop("PYTEST_ADDOPTS", None)
-        completed = subprocess.run(
-            command,
-            cwd=directory,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            env=env,
-            check=False,
-        )
-        output = completed.stdout + completed.stderr
+        output = (launch or _in_a_process)(arguments, directory, env, timeout)
         if not report.exists():
             raise RuntimeError(f"pytest did not run in {directory}:\n{output[-2000:]}")
         return TestRun(_outcomes(report), output)
+
+
+def _in_a_process(
+    arguments: list[str], directory: Path, env: dict[str, str], timeout: float
+) -> str:
+    completed = subprocess.run(
+        [sys.executable, "-m", "pytest", *arguments],
+        cwd=directory,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        check=False,
+    )
+    return completed.stdout + completed.stderr
 
 
 # pytest shortens a long message in the XML and says so in words meant for XML readers; the

@@ -17,6 +17,7 @@ from coursekit.lab import Mutant
 from coursekit.mistakes import load_signatures
 from coursekit.runner import TestOutcome, run_lab_tests
 
+from .forked import ForkedPytest
 from .labrun import build, render_base
 
 pytestmark = pytest.mark.slow
@@ -33,13 +34,17 @@ def stage_of(outcomes: dict[str, TestOutcome], lab: Lab, stage_id: str) -> dict[
     return {name: o for name, o in outcomes.items() if o.test_file.endswith(test_file)}
 
 
-def outcomes_of(directory: Path, marker: str | None = None) -> dict[str, TestOutcome]:
-    return {o.nodeid: o for o in run_lab_tests(directory, marker).outcomes}
+def outcomes_of(
+    directory: Path, launch: ForkedPytest, marker: str | None = None
+) -> dict[str, TestOutcome]:
+    return {o.nodeid: o for o in run_lab_tests(directory, marker, launch=launch).outcomes}
 
 
-def test_the_solution_passes_every_lab_test(base: Path, tmp_path: Path) -> None:
+def test_the_solution_passes_every_lab_test(
+    base: Path, tmp_path: Path, forked_pytest: ForkedPytest
+) -> None:
     solved = build(LAB, base, tmp_path / "solved", [s.id for s in LAB.stages])
-    outcomes = outcomes_of(solved)
+    outcomes = outcomes_of(solved, forked_pytest)
     failed = {name: o.message[:300] for name, o in outcomes.items() if not o.passed}
     assert not failed, f"the reference solution fails lab tests: {failed}"
     for stage in LAB.stages:
@@ -76,13 +81,13 @@ OPTIONAL = [s.id for s in LAB.stages if s.optional]
 # (stricter than one run per stage: no optional stage may lean on another's stub either).
 @pytest.mark.parametrize("stub_ids", [*([k] for k in CORE), OPTIONAL], ids=[*CORE, "optional"])
 def test_each_stage_fails_on_its_stub_alone(
-    base: Path, tmp_path: Path, stub_ids: list[str]
+    base: Path, tmp_path: Path, stub_ids: list[str], forked_pytest: ForkedPytest
 ) -> None:
     earlier = [s.id for s in LAB.stages_before(stub_ids[0])]
     directory = build(LAB, base, tmp_path / "staged", earlier)
     # Only the stages this test judges: the earlier ones and the stubbed ones.
     markers = " or ".join(LAB.stage(s).marker for s in [*earlier, *stub_ids])
-    outcomes = outcomes_of(directory, markers)
+    outcomes = outcomes_of(directory, forked_pytest, markers)
     for done in earlier:
         broken = [n for n, o in stage_of(outcomes, LAB, done).items() if not o.passed]
         assert not broken, f"stage {done} must stay green when {stub_ids} are stubs: {broken}"
@@ -98,9 +103,12 @@ def test_each_stage_fails_on_its_stub_alone(
 
 
 @pytest.mark.parametrize("stage_id", OPTIONAL)
-def test_each_optional_stage_needs_only_the_core(base: Path, tmp_path: Path, stage_id: str) -> None:
+def test_each_optional_stage_needs_only_the_core(
+    base: Path, tmp_path: Path, stage_id: str, forked_pytest: ForkedPytest
+) -> None:
     directory = build(LAB, base, tmp_path / "extension", [*CORE, stage_id])
-    outcomes = stage_of(outcomes_of(directory, LAB.stage(stage_id).marker), LAB, stage_id)
+    marker = LAB.stage(stage_id).marker
+    outcomes = stage_of(outcomes_of(directory, forked_pytest, marker), LAB, stage_id)
     failed = {name: o.message[:300] for name, o in outcomes.items() if not o.passed}
     assert outcomes and not failed, (
         f"optional stage {stage_id} must pass on the core alone, whatever the other "
@@ -124,7 +132,7 @@ RECORDED = load_signatures(LAB) or {}
 
 @pytest.mark.parametrize("mutant", MUTANTS, ids=[f"{m.stage}-{m.name}" for m in MUTANTS])
 def test_each_catalogued_mutant_is_killed_by_its_stage(
-    base: Path, tmp_path: Path, mutant: Mutant
+    base: Path, tmp_path: Path, mutant: Mutant, forked_pytest: ForkedPytest
 ) -> None:
     directory = build(LAB, base, tmp_path / "mutant", [s.id for s in LAB.stages], mutant)
     stage = LAB.stage(mutant.stage)
@@ -133,9 +141,13 @@ def test_each_catalogued_mutant_is_killed_by_its_stage(
     # the stage); only if none of them fails now does the whole stage run.
     recorded = sorted(RECORDED.get(stage.id, {}).get(mutant.name, ()))
     nodeids = tuple(f"tests/{key}" for key in recorded)
-    run = run_lab_tests(directory, stage.marker, extra=("-x", *nodeids)) if nodeids else None
+    run = (
+        run_lab_tests(directory, stage.marker, extra=("-x", *nodeids), launch=forked_pytest)
+        if nodeids
+        else None
+    )
     if run is None or all(o.passed for o in run.outcomes):
-        run = run_lab_tests(directory, stage.marker, extra=("-x",))
+        run = run_lab_tests(directory, stage.marker, extra=("-x",), launch=forked_pytest)
     assert any(not o.passed for o in run.outcomes), (
         f"no test of stage {stage.id} kills mutant {mutant.name!r} ({mutant.description}); "
         f"a test is missing for: {mutant.invariant}"

@@ -43,9 +43,19 @@ def shown_path(directory: PracticeDir, relative: str) -> str:
 
 
 def run_stages(directory: PracticeDir, stages: list[Stage] | None = None) -> TestRun:
-    """Run the tests of ``stages`` (default: all), saying so while they run: a spinner in a
-    terminal, else one line on stderr (the results on stdout stay as they were)."""
-    what = "every stage" if stages is None else "stage " + ", ".join(s.id for s in stages)
+    """Run the tests of ``stages``, saying so while they run: a spinner in a terminal, else
+    one line on stderr (the results on stdout stay as they were).
+
+    Default: every stage that is no longer the stub it started as. Every test of an
+    untouched stub fails with its NotImplementedError (the kit's own tests prove it), and
+    such a stage is shown as not started, without them: nothing to run on a new directory."""
+    if stages is None:
+        stages = [s for s in directory.lab.stages if not directory.is_pristine(s)]
+        if not stages:
+            return TestRun((), "")
+        what = "every stage you have started (" + ", ".join(s.id for s in stages) + ")"
+    else:
+        what = "stage " + ", ".join(s.id for s in stages)
     if console.is_terminal:
         with console.status(f"Running the tests of {what}..."):
             return directory.run(stages)

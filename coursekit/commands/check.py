@@ -40,7 +40,8 @@ def run(args: argparse.Namespace) -> int:
     if args.stage:
         result = check_stage(directory, args.stage, verbose=args.verbose)
     else:
-        # One run of every stage finds the first one not green and already holds its results.
+        # One run of every stage started finds the first one not green and already holds its
+        # results (a stage not started yet runs on its own).
         every_stage = run_stages(directory)
         upcoming = next_stage(directory.results(every_stage))
         if upcoming is None:
@@ -59,7 +60,8 @@ def check_stage(
 ) -> StageResult:
     """Show the stage's result: from ``ran`` when it holds the stage's tests, else a new run."""
     stage = directory.stage(stage_id)
-    test_run = ran if ran is not None else run_stages(directory, [stage])
+    holds = ran is not None and ran.in_file(stage.tests)
+    test_run = ran if ran is not None and holds else run_stages(directory, [stage])
     (result,) = directory.results(test_run, [stage])
     if verbose:
         console.print(test_run.output, markup=False)

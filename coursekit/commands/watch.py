@@ -57,10 +57,12 @@ def run(args: argparse.Namespace) -> int:
         while True:
             upcoming: StageResult | None
             if chosen is not None:
-                (watched,) = directory.results(run_stages(directory, [chosen]), [chosen])
+                ran = run_stages(directory, [chosen])
+                (watched,) = directory.results(ran, [chosen])
                 upcoming = None if watched.state == "passed" else watched
             else:
-                upcoming = next_stage(directory.results(run_stages(directory)))
+                ran = run_stages(directory)
+                upcoming = next_stage(directory.results(ran))
             upcoming_id = None if upcoming is None else upcoming.stage.id
             if current is not None and upcoming_id != current:
                 # The stage being worked on is green now: say so before moving on.
@@ -76,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
             current = upcoming.stage.id
             clock = clocks.setdefault(current, _StageClock())
             clock.runs += 1
-            check_stage(directory, current)
+            check_stage(directory, current, ran=ran)
             console.print(f"Waiting for changes in {sources} (Ctrl-C to stop)...")
             while not next(changes):
                 pass

@@ -124,6 +124,9 @@ def test_hints_and_messages_are_printed_literally(fresh: Path, tmp_path: Path) -
 
 def test_piped_status_is_plain_and_a_terminal_gets_the_bar(fresh: Path, tmp_path: Path) -> None:
     directory = copy_of(fresh, tmp_path)
+    (directory / LAB.stage("8.2").modules[0]).write_text(
+        "def ensure_inside_workspace(workspace: str, target: str) -> None:\n    return None\n"
+    )
     piped = practice("status", cwd=directory)
     assert "━" not in piped.stdout.split("┘")[-1], "no progress bar in piped output"
     assert "\x1b[" not in piped.stdout, "no colour codes in piped output"
@@ -131,12 +134,28 @@ def test_piped_status_is_plain_and_a_terminal_gets_the_bar(fresh: Path, tmp_path
     assert rows and all("/" not in line.split("not started")[1] for line in rows), (
         "a stage nobody touched shows no test counts"
     )
-    assert "Running the tests of every stage" in piped.stderr, "piped: one line while it runs"
+    assert "Running the tests of every stage you have started (8.2)" in piped.stderr, (
+        "piped: one line while it runs"
+    )
     assert "Running the tests" not in piped.stdout, "the results on stdout stay as they were"
     terminal = in_a_terminal(["status"], directory)
     assert "Running the tests of every stage" in terminal, "a terminal: a spinner while it runs"
     assert " 0 of 6 core stages passed" in terminal, "the bar and the count stay apart"
     assert "━" in terminal.split("└")[-1], "a terminal shows the progress bar"
+
+
+def test_status_of_a_new_directory_runs_no_test(fresh: Path, tmp_path: Path) -> None:
+    directory = copy_of(fresh, tmp_path)
+    status = practice("status", cwd=directory)
+    assert status.returncode == 0 and "Running the tests" not in status.stderr, (
+        "every test of an untouched stub fails: a new directory has nothing to run"
+    )
+    rows = [line for line in status.stdout.splitlines() if line.startswith("│ 8.")]
+    assert len(rows) == len(LAB.stages) and all("not started" in row for row in rows)
+    assert "0 of 6 core stages passed" in status.stdout and "check 8.1" in status.stdout
+    checked = practice("check", cwd=directory)
+    assert checked.stderr.count("Running the tests of stage 8.1") == 1, checked.stderr
+    assert "NotImplementedError: Lab 8.1" in checked.stdout
 
 
 def test_check_shows_the_assertion_detail_and_challenge_tests_apart(

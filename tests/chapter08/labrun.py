@@ -23,9 +23,11 @@ def build(
     return destination
 
 
-def render_base(lab: Lab, destination: Path) -> Path:
-    """A practice directory, compiled once for the many runs of its copies."""
+def render_base(lab: Lab, destination: Path, *, compiled: bool = False) -> Path:
+    """A practice directory; ``compiled`` once (a collection's CPU) for the many runs of its
+    copies."""
     render_scaffold(lab, destination)
     add_lab_tests(lab, destination)
-    compile_in_place(destination)
+    if compiled:
+        compile_in_place(destination)
     return destination

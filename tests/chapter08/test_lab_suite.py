@@ -26,7 +26,7 @@ LAB = load_lab("08")
 
 @pytest.fixture(scope="module")
 def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return render_base(LAB, tmp_path_factory.mktemp("base") / "practice")
+    return render_base(LAB, tmp_path_factory.mktemp("base") / "practice", compiled=True)
 
 
 def stage_of(outcomes: dict[str, TestOutcome], lab: Lab, stage_id: str) -> dict[str, TestOutcome]:

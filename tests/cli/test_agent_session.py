@@ -35,8 +35,13 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def solved(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    base = render_base(LAB, tmp_path_factory.mktemp("agent-base") / "practice")
+def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A rendered practice directory, never changed: tests build copies of it."""
+    return render_base(LAB, tmp_path_factory.mktemp("agent-base") / "practice")
+
+
+@pytest.fixture(scope="module")
+def solved(base: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build(LAB, base, tmp_path_factory.mktemp("agent") / "solved", [s.id for s in LAB.stages])
 
 
@@ -218,8 +223,9 @@ def test_ctrl_c_aborts_the_turn_and_its_bash_call_but_not_the_session(
     assert output.count("you> ") >= 2, "Ctrl-C ended the turn, not the session"
 
 
-def test_practice_agent_leaves_out_the_stages_still_on_their_stub(tmp_path: Path) -> None:
-    base = render_base(LAB, tmp_path / "base")
+def test_practice_agent_leaves_out_the_stages_still_on_their_stub(
+    base: Path, tmp_path: Path
+) -> None:
     partial = build(LAB, base, tmp_path / "partial", ["8.1", "8.2"])
     result = subprocess.run(
         [sys.executable, *PRACTICE_AGENT],
@@ -233,13 +239,15 @@ def test_practice_agent_leaves_out_the_stages_still_on_their_stub(tmp_path: Path
     assert (partial / "playground").is_dir(), "the default workspace is playground/"
     none = subprocess.run(
         [sys.executable, str(COURSE_ROOT / "practice.py"), "agent", "--model", "m"],
-        cwd=base, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300,
+        cwd=build(LAB, base, tmp_path / "unsolved", []),
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert none.returncode == 2 and "solve Lab 8.1 first" in none.stderr
 
 
-def test_without_lab_8_8_every_change_asks_a_plain_y_n(server: HTTPServer, tmp_path: Path) -> None:
-    base = render_base(LAB, tmp_path / "base")
+def test_without_lab_8_8_every_change_asks_a_plain_y_n(
+    server: HTTPServer, base: Path, tmp_path: Path
+) -> None:
     core = build(LAB, base, tmp_path / "core", [s.id for s in LAB.stages if not s.optional])
     workspace = tmp_path / "ws"
     server.expect_ordered_request(PATH).respond_with_response(
@@ -267,8 +275,9 @@ def test_without_lab_8_8_every_change_asks_a_plain_y_n(server: HTTPServer, tmp_p
     assert "declined" in second[-1]["content"], "the model is told the user declined"
 
 
-def test_ctrl_c_at_the_first_prompt_of_practice_agent_ends_the_session(tmp_path: Path) -> None:
-    base = render_base(LAB, tmp_path / "base")
+def test_ctrl_c_at_the_first_prompt_of_practice_agent_ends_the_session(
+    base: Path, tmp_path: Path
+) -> None:
     partial = build(LAB, base, tmp_path / "partial", ["8.1", "8.2"])
     process = subprocess.Popen(
         [sys.executable, "-u", *PRACTICE_AGENT],
@@ -338,9 +347,8 @@ def test_a_workspace_that_is_a_file_is_a_clear_error(solved: Path, tmp_path: Pat
 
 @pytest.mark.parametrize("gate", ["8.8", "plain"])
 def test_ctrl_c_at_a_confirmation_ends_it_and_the_next_line_reaches_the_prompt(
-    server: HTTPServer, tmp_path: Path, gate: str
+    server: HTTPServer, base: Path, tmp_path: Path, gate: str
 ) -> None:
-    base = render_base(LAB, tmp_path / "base")
     stages = [s.id for s in LAB.stages if gate == "8.8" or not s.optional]
     practice = build(LAB, base, tmp_path / "practice", stages)
     workspace = tmp_path / "ws"
@@ -365,8 +373,7 @@ def test_ctrl_c_at_a_confirmation_ends_it_and_the_next_line_reaches_the_prompt(
     assert "did not stop within" not in output, "the question ends at once, not after a grace"
 
 
-def test_practice_agent_offers_the_solved_extensions(tmp_path: Path) -> None:
-    base = render_base(LAB, tmp_path / "base")
+def test_practice_agent_offers_the_solved_extensions(base: Path, tmp_path: Path) -> None:
     everything = build(LAB, base, tmp_path / "all", [s.id for s in LAB.stages])
     result = subprocess.run(
         [sys.executable, *PRACTICE_AGENT],

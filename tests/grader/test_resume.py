@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -60,5 +61,9 @@ def test_a_rerun_skips_graded_input_and_survives_a_kill(tmp_path: Path) -> None:
         r["student"] for r in csv.DictReader(io.StringIO((out / "gradebook.csv").read_text()))
     ]
     assert students == ["ann", "ben", "cy"], "nothing lost, nothing duplicated"
+    # ann alone in the folder: --regrade grades her again, unchanged, and keeps the class.
+    for late in ("ben", "cy"):
+        shutil.rmtree(submissions / late)
     subprocess.run([*command, "--regrade"], cwd=COURSE_ROOT, capture_output=True, check=True)
     assert result.stat().st_ino != first, "--regrade grades again"
+    assert (out / "submissions/ben/result.json").is_file(), "the class is kept"

@@ -3,6 +3,7 @@ whatever pytest-xdist's ``loadgroup`` does with the pytest at hand (tests/confte
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -18,13 +19,17 @@ OTHER = ["tests/runtime/test_tool.py"]
 
 def test_each_grader_module_stays_on_one_worker_and_the_rest_spread() -> None:
     options = ("-v", "-p", "no:cacheprovider", "-n", "2")
+    # The plugins the project's tests use, not every one installed (hypothesis alone costs
+    # each of the three processes most of a second).
+    plugins = ("-p", "xdist.plugin", "-p", "pytest_timeout")
     completed = subprocess.run(
-        [sys.executable, "-m", "pytest", *options, *GRADER, *OTHER],
+        [sys.executable, "-m", "pytest", *plugins, *options, *GRADER, *OTHER],
         cwd=COURSE_ROOT,
         capture_output=True,
         text=True,
         timeout=300,
         check=False,
+        env={**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"},
     )
     assert completed.returncode == 0, completed.stdout[-3000:]
     workers: dict[str, set[str]] = defaultdict(set)

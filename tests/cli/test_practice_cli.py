@@ -13,7 +13,6 @@ import pytest
 
 from coursekit import load_lab
 from coursekit.assemble import apply_mutant
-from coursekit.bytecode import compile_in_place
 from coursekit.layout import COURSE_ROOT, SCAFFOLD, solution_root
 
 PRACTICE = COURSE_ROOT / "practice.py"
@@ -39,12 +38,8 @@ def practice(
 
 
 @pytest.fixture(scope="module")
-def fresh(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    target = tmp_path_factory.mktemp("cli") / "lab08"
-    result = practice("08", target)
-    assert result.returncode == 0, result.stderr
-    compile_in_place(target)  # as a student's first pytest run would; copies keep it
-    return target
+def fresh(new_practice_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return copy_of(new_practice_dir, tmp_path_factory.mktemp("cli"))
 
 
 def next_command(stdout: str) -> str:

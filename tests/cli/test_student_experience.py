@@ -16,7 +16,6 @@ import pytest
 
 from coursekit import load_lab
 from coursekit.assemble import apply_mutant
-from coursekit.bytecode import compile_in_place
 from coursekit.layout import COURSE_ROOT, solution_root
 
 from .test_practice_cli import Watch, add_lab_test, copy_of, next_command, practice, solve
@@ -26,11 +25,8 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def fresh(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    target = tmp_path_factory.mktemp("newcomer") / "lab08"
-    assert practice("08", target).returncode == 0
-    compile_in_place(target)  # as a student's first pytest run would; copies keep it
-    return target
+def fresh(new_practice_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return copy_of(new_practice_dir, tmp_path_factory.mktemp("newcomer"))
 
 
 def in_a_terminal(args: list[str], cwd: Path) -> str:

@@ -60,11 +60,11 @@ def check_stage(
 ) -> StageResult:
     """Show the stage's result: from ``ran`` when it holds the stage's tests, else a new run."""
     stage = directory.stage(stage_id)
-    holds = ran is not None and ran.in_file(stage.tests)
-    test_run = ran if ran is not None and holds else run_stages(directory, [stage])
-    (result,) = directory.results(test_run, [stage])
+    if ran is None or not ran.in_file(stage.tests):
+        ran = run_stages(directory, [stage])
+    (result,) = directory.results(ran, [stage])
     if verbose:
-        console.print(test_run.output, markup=False)
+        console.print(ran.output, markup=False)
     console.print(f"{stage_title(stage)}: {test_counts(result)} tests pass.")
     failure = result.first_failure
     if failure is None:

@@ -143,7 +143,7 @@ def test_a_daemon_dies_with_its_run_and_never_reaches_the_next_job(tmp_path: Pat
 
 
 FORK_BOMB = """
-import os
+import os, signal
 
 def test_fork_until_refused():
     forked = 0
@@ -158,7 +158,7 @@ def test_fork_until_refused():
     assert 10 < forked < @limit@
     if @hold@:
         while True:
-            os.pause()  # held until the grader ends this run
+            signal.pause()  # held until the grader ends this run
 """
 
 HONEST_FORKS = """
@@ -194,7 +194,11 @@ def test_a_fork_bomb_is_held_to_its_own_limit_while_a_neighbour_runs_whole(
         thread = threading.Thread(target=bomb_run)
         thread.start()
         try:
-            _wait_for(lambda: len(survivors_now(token)) > 40, "the bomb to fill its limit")
+            _wait_for(
+                lambda: len(survivors_now(token)) > 40,
+                "the bomb to fill its limit",
+                unless=lambda: None if thread.is_alive() else _told(outcome),
+            )
             with pool.user() as user:
                 results = run(honest, user)
         finally:
@@ -297,12 +301,30 @@ def survivors_now(token: str) -> list[psutil.Process]:
     ]
 
 
-def _wait_for(condition: Callable[[], bool], what: str) -> None:
-    """Until ``condition()`` holds, bounded: the event is observed, not assumed."""
+def _wait_for(
+    condition: Callable[[], bool],
+    what: str,
+    unless: Callable[[], str | None] = lambda: None,
+) -> None:
+    """Until ``condition()`` holds, bounded: the event is observed, not assumed. ``unless``
+    tells why it never will (say, the run that was to cause it ended)."""
     deadline = time.monotonic() + 90
     while not condition():
+        never = unless()
+        assert never is None, f"waiting for {what}, but {never}"
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.05)
+
+
+def _told(outcome: list[RunOutcome]) -> str:
+    """What an ended run said, for a failure message."""
+    if not outcome:
+        return "its run ended without an outcome"
+    ended = outcome[0]
+    return (
+        f"its run ended (exit {ended.exit_code}, timed out: {ended.timed_out}, "
+        f"records {ended.records}):\n{ended.output_tail}"
+    )
 
 
 REACH_THE_GRADER = """
@@ -484,11 +506,11 @@ def test_a_forged_result_is_graded_again_and_a_released_flag_keeps_its_credit(
 
 
 HANGS_WITH_A_DAEMON = """
-import os, subprocess
+import signal, subprocess
 
 subprocess.Popen(["sleep", {token!r}], start_new_session=True)
 while True:
-    os.pause()
+    signal.pause()
 """
 
 
@@ -503,7 +525,11 @@ def test_a_grader_killed_from_outside_takes_its_jobs_with_it(tmp_path: Path) -> 
         stderr=subprocess.DEVNULL,
     )
     try:
-        _wait_for(lambda: bool(survivors_now(token)), "the job's daemon to start")
+        _wait_for(
+            lambda: bool(survivors_now(token)),
+            "the job's daemon to start",
+            unless=lambda: None if grader.poll() is None else "the grader finished on its own",
+        )
     finally:
         grader.kill()
         grader.wait()

@@ -174,6 +174,7 @@ def test_a_failure_halfway_leaves_nothing_behind(
     assert list(tmp_path.iterdir()) == [], "no directory, staging copy or parent may remain"
 
 
+@pytest.mark.timeout(600)  # a new directory, then a run of the whole core suite
 def test_solution_flag_gives_a_directory_that_passes(tmp_path: Path) -> None:
     target = tmp_path / "solved"
     assert practice("08", target, "--solution").returncode == 0

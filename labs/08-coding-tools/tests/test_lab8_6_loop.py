@@ -224,7 +224,8 @@ def test_the_abort_signal_reaches_the_loop(project: Path) -> None:
         )
     )
     assert result.reason == "aborted" and len(model.requests) == 1, (
-        "an abort during the run ends it before the next turn"
+        "an abort during the run ends it before the next turn (this test aborts from "
+        "on_event at turn_end: pass both signal and on_event through to run_agent_loop)"
     )
     assert (project / "greet.py").read_text() == "print('hello')\n", "the edit never ran"
 

@@ -240,12 +240,15 @@ def test_a_line_number_prefix_gets_a_hint_to_drop_it(workspace: Path, app: Path)
     refused(out, app, SOURCE.encode(), "edits[0]", "no match", "prefix")
 
 
+# Mismatches without read's prefix: a digit inside a line, and lines that start with a
+# number (an expression, a numbered list) but carry no bar.
+@pytest.mark.parametrize("old_text", ["result = 7", "42 = answer", "  10 items\n  11 more"])
 def test_only_old_text_with_a_line_number_prefix_gets_the_prefix_hint(
-    workspace: Path, app: Path
+    workspace: Path, app: Path, old_text: str
 ) -> None:
     tools = session(workspace)
     read(tools, "app.py")
-    out = edit(tools, "app.py", old_text="result = 7", new_text="result = 1")
+    out = edit(tools, "app.py", old_text=old_text, new_text="result = 1")
     refused(out, app, SOURCE.encode(), "edits[0]", "no match")
     assert "prefix" not in text_of(out), (
         "invariant: the hint to drop read's line-number prefix is for old_text that carries "

@@ -1,4 +1,5 @@
-"""What the students' commands' tests share: one new practice directory, made once."""
+"""What the students' commands' tests share: one new practice directory, made once, and
+a copy of it per module."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from coursekit.bytecode import compile_in_place
-from tests.cli.test_practice_cli import practice
+from tests.cli.test_practice_cli import copy_of, practice
 
 
 @pytest.fixture(scope="session")
@@ -30,3 +31,9 @@ def new_practice_dir(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -
             compile_in_place(target)
             (shared / "new-lab08.done").touch()
     return target
+
+
+@pytest.fixture(scope="module")
+def fresh(new_practice_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A module's own new practice directory: commands run in it may leave their state."""
+    return copy_of(new_practice_dir, tmp_path_factory.mktemp("fresh"))

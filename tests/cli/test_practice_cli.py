@@ -37,11 +37,6 @@ def practice(
     )
 
 
-@pytest.fixture(scope="module")
-def fresh(new_practice_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return copy_of(new_practice_dir, tmp_path_factory.mktemp("cli"))
-
-
 def next_command(stdout: str) -> str:
     """The command after 'Next: ' in practice.py's output."""
     line = next(line for line in stdout.splitlines() if line.startswith("Next: "))

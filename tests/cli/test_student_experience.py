@@ -24,11 +24,6 @@ LAB = load_lab("08")
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def fresh(new_practice_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return copy_of(new_practice_dir, tmp_path_factory.mktemp("newcomer"))
-
-
 def in_a_terminal(args: list[str], cwd: Path) -> str:
     """Run practice.py with a pty as its stdout, as in a student's terminal."""
     controller, terminal = pty.openpty()

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from coursekit.bytecode import compile_in_place
-from tests.cli.test_practice_cli import copy_of, practice
+from tests.cli.commands import copy_of, practice
 
 
 @pytest.fixture(scope="session")

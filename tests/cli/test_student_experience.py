@@ -18,7 +18,7 @@ from coursekit import load_lab
 from coursekit.assemble import apply_mutant
 from coursekit.layout import COURSE_ROOT, solution_root
 
-from .test_practice_cli import Watch, add_lab_test, copy_of, next_command, practice, solve
+from .commands import Watch, add_lab_test, copy_of, next_command, practice, solve
 
 LAB = load_lab("08")
 pytestmark = pytest.mark.slow

@@ -6,11 +6,14 @@ import asyncio
 import contextlib
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
+
+import pytest
 
 from picourse.abort import AbortSignal
 from picourse.tool import ToolContext, ToolOutput, ToolRegistry
@@ -143,6 +146,30 @@ async def call(
     output = await tool.execute(params, ToolContext(f"call-{name}", signal, None))
     assert isinstance(output, ToolOutput), f"the {name} tool must return a ToolOutput"
     return output
+
+
+_opens: list[tuple[str, int]] | None = None  # what watch_opens records, while it does
+_audit_hook_added = False
+
+
+def _record_open(event: str, args: tuple[Any, ...]) -> None:
+    opens = _opens
+    if event == "open" and opens is not None and isinstance(args[0], (str, bytes, os.PathLike)):
+        opens.append((os.fsdecode(args[0]), threading.get_ident()))
+
+
+def watch_opens(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
+    """Every file this process opens by name until the test ends, with the ident of the
+    thread that opened it (``open()``, ``os.open`` and ``Path.open`` all raise the audit
+    event ``open``). ``monkeypatch`` ends the watch with the test, and the grader runs a
+    test that patches where the tools run."""
+    global _audit_hook_added
+    opens: list[tuple[str, int]] = []
+    monkeypatch.setattr(sys.modules[__name__], "_opens", opens)
+    if not _audit_hook_added:
+        sys.addaudithook(_record_open)  # for good: it records nothing once the watch ends
+        _audit_hook_added = True
+    return opens
 
 
 def call_now(tools: ToolRegistry, name: str, **arguments: Any) -> ToolOutput:

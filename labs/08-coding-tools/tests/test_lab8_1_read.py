@@ -12,6 +12,7 @@ import itertools
 import mmap
 import os
 import socket
+import threading
 import time
 import tracemalloc
 from collections.abc import Callable
@@ -20,7 +21,16 @@ from typing import Any
 
 import pytest
 
-from lab_helpers import call, call_now, end_or_release, play_fifo_writer, run, text_of, utf8_len
+from lab_helpers import (
+    call,
+    call_now,
+    end_or_release,
+    play_fifo_writer,
+    run,
+    text_of,
+    utf8_len,
+    watch_opens,
+)
 from picourse.abort import AbortController, AbortSignal
 from picourse.coding_tools import ReadDetails, create_coding_tools
 from picourse.coding_tools.errors import describe_os_error
@@ -382,9 +392,49 @@ def test_unreadable_targets_are_clear_error_results(
             f"the error must say what is wrong ({words!r}; a line that is not UTF-8 is "
             f"named by its number in the file), got: {text_of(out)}"
         )
-    assert "f.txt" in text_of(out), (
-        "invariant: an error about the file names it as path gave it ('f.txt'), so the "
-        f"model knows which file it is about; got: {text_of(out)}"
+    assert "f.txt" in text_of(out) and str(workspace) not in text_of(out), (
+        "invariant: an error about the file names it as path gave it ('f.txt'), not as the "
+        "absolute path the tool made of it, so the model knows which file it is about; "
+        f"got: {text_of(out)}"
+    )
+
+
+@pytest.mark.parametrize(("nul_at", "binary"), [(8191, True), (8192, False)])
+def test_only_a_nul_in_the_first_8192_bytes_makes_a_file_binary(
+    workspace: Path, nul_at: int, binary: bool
+) -> None:
+    # 127 lines of 64 bytes and 63 bytes more: the next byte is byte 8191 (counting from 0).
+    head = (b"y" * 63 + b"\n") * 127 + b"z" * 63
+    tail = b"\x00tail\n" if binary else b"\n\x00tail\n"
+    (workspace / "f.txt").write_bytes(head + tail)
+    assert (workspace / "f.txt").read_bytes().index(b"\x00") == nul_at
+    out = call_now(tools(workspace), "read", path="f.txt")
+    if binary:
+        assert out.is_error and "binary" in text_of(out), (
+            f"the NUL is byte {nul_at}, the last of the first 8192: the file is binary"
+        )
+    else:
+        assert not out.is_error and "\x00tail" in text_of(out), (
+            f"the NUL is byte {nul_at}, the first past the first 8192 bytes: the file is "
+            "text. Look for NUL in those 8192 bytes only, not in the whole first chunk you "
+            f"read; got: {text_of(out)[:200]!r}"
+        )
+
+
+def test_read_opens_and_reads_the_file_in_a_worker_thread(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (workspace / "threaded.txt").write_text("one\ntwo\n")
+    registry = tools(workspace)
+    opens = watch_opens(monkeypatch)
+    out = call_now(registry, "read", path="threaded.txt")
+    assert text_of(out) == numbered(["one", "two"])
+    openers = [thread for path, thread in opens if path.endswith("threaded.txt")]
+    assert openers, "read must open the file it reads (the test sees every open by name)"
+    assert threading.get_ident() not in openers, (
+        "invariant: read opens and reads the file in a worker thread (threads.in_thread), "
+        "never on the event loop's thread: a slow disk or a huge file would stop every "
+        "other task of the loop, and the call's own abort, until the scan ends"
     )
 
 
@@ -670,11 +720,28 @@ class ListenerCount(AbortSignal):
         return counted_remove
 
 
-@pytest.mark.parametrize("path", ["f.txt", "missing.txt"], ids=["success", "error"])
-def test_a_read_leaves_no_listener_on_the_signal(workspace: Path, path: str) -> None:
+@pytest.mark.parametrize(
+    ("path", "offset", "budget"),
+    [
+        ("f.txt", 1, 48_000),
+        ("missing.txt", 1, 48_000),
+        ("binary.bin", 1, 48_000),
+        ("f.txt", 9, 48_000),
+        ("f.txt", 1, 5),
+        ("latin1.txt", 1, 48_000),
+    ],
+    ids=["success", "error", "binary", "offset-beyond", "too-small", "not-utf8"],
+)
+def test_a_read_leaves_no_listener_on_the_signal(
+    workspace: Path, path: str, offset: int, budget: int
+) -> None:
     (workspace / "f.txt").write_text("one\ntwo\n")
+    (workspace / "binary.bin").write_bytes(b"\x7fELF\x00\x01")
+    (workspace / "latin1.txt").write_bytes(b"caf\xe9\n")
     signal = ListenerCount()
-    run(call(tools(workspace), "read", {"path": path}, signal=signal))
+    arguments = {"path": path, "offset": offset}
+    out = run(call(tools(workspace, max_read_bytes=budget), "read", arguments, signal=signal))
+    assert out.is_error == ((path, offset, budget) != ("f.txt", 1, 48_000)), text_of(out)
     assert signal.active == 0, (
         "invariant: a call leaves nothing behind on its signal: one signal serves a whole "
         "turn, so a listener you add (signal.add_listener) must be removed (call the "

@@ -43,6 +43,22 @@ def test_relative_and_absolute_paths_inside_the_workspace_are_allowed(workspace:
         )
 
 
+@pytest.mark.parametrize("name", ["..notes", "...", "..d/a.txt", "sub/..notes"])
+def test_a_name_that_only_starts_with_two_dots_is_inside(workspace: Path, name: str) -> None:
+    target = workspace / name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text("inside\n")
+    os.symlink(target, workspace / "alias")
+    registry = create_coding_tools(workspace)
+    for path in (name, "alias"):
+        out = call_now(registry, "read", path=path)
+        assert not out.is_error and "inside" in text_of(out), (
+            f"{name!r} is a name inside the workspace that only starts with '..': compare "
+            "whole path components (os.path.commonpath), not a string prefix such as "
+            f"os.path.relpath(...).startswith('..'). Reading {path!r} got: {text_of(out)}"
+        )
+
+
 @pytest.mark.parametrize("path", ["../outside/secret.txt", "sub/../../outside/secret.txt"])
 def test_dot_dot_out_of_the_workspace_is_refused(workspace: Path, outside: Path, path: str) -> None:
     (workspace / "sub").mkdir()

@@ -17,13 +17,13 @@ class ReadDetails:
 
 @dataclass(frozen=True)
 class WriteDetails:
-    path: str
+    path: str  # cwd joined with the argument, as in ReadDetails (the text names it as given)
     bytes: int  # UTF-8 bytes written
 
 
 @dataclass(frozen=True)
 class EditDetails:
-    path: str
+    path: str  # cwd joined with the argument, as in ReadDetails (the text names it as given)
     old_bytes: int
     new_bytes: int
     edits: int  # how many edits of the batch were applied (a replace_all edit counts once)
@@ -40,7 +40,7 @@ class BashDetails:
 
 @dataclass(frozen=True)
 class ListDetails:
-    path: str  # the directory listed
+    path: str  # the directory listed: cwd joined with the argument, as in ReadDetails
     entries: int  # how many entries it has (all of them, not only those shown)
     truncated: bool  # some entries were left out
 

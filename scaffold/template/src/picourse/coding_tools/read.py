@@ -15,7 +15,8 @@ Error results (each must contain the quoted text):
   a NUL byte in the first 8192 bytes: ``binary``; a window that is not UTF-8: ``UTF-8``
 - (challenge) ``signal`` aborted before or during the scan: ``aborted``
 
-Memory stays bounded by the window, not by the file or by one long line: read binary
+Open and read the file in a worker thread (``threads.in_thread``), never on the event
+loop. Memory stays bounded by the window, not by the file or by one long line: read binary
 chunks. ``ReadDetails.lines`` is the file's total, not the window's end.
 """
 

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import builtins
 import contextlib
 import contextvars
 import errno
 import functools
 import gc
+import io
 import os
 import re
 import shutil
+import socket
 import stat
 import subprocess
 import sys
@@ -408,6 +411,27 @@ def test_the_temp_file_is_created_exclusively(
     only_expected_files(workspace, {"f.txt", "g.txt"})
 
 
+def test_the_temp_file_has_the_old_bits_before_the_rename(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = workspace / "script.sh"
+    target.write_text("echo old\n")
+    target.chmod(0o751)
+    spy = TempSpy(workspace.resolve()).install(monkeypatch)
+    out = call_now(create_coding_tools(workspace), "write", path="script.sh", content="echo new\n")
+    assert not out.is_error, text_of(out)
+    renamed = [mode for where, mode in spy.modes if where == "renamed"]
+    assert renamed, "write must rename a temp file over the target (os.replace)"
+    assert renamed[-1] == 0o751, (
+        "invariant: the new file has the old file's permission bits from the moment it "
+        "appears under the target's name: give the temp file the old mode (os.fchmod) "
+        "before the rename, not the renamed file after it (readers would see the new file "
+        f"with the temp file's mode meanwhile). At the rename it had {renamed[-1]:o}"
+    )
+    assert stat.S_IMODE(target.stat().st_mode) == 0o751
+    only_expected_files(workspace, {"script.sh"})
+
+
 def _fail_by_removing_the_temp(src: Any, dst: Any, *args: Any, **kwargs: Any) -> None:
     os.unlink(src)  # someone removed the temp file before the rename
     raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), src)
@@ -417,28 +441,100 @@ def _fail_to_sync(fd: int) -> None:
     raise OSError(errno.EIO, os.strerror(errno.EIO))
 
 
-@pytest.mark.parametrize(
-    "fault",
-    [("replace", _fail_by_removing_the_temp), ("fsync", _fail_to_sync)],
-    ids=["temp-gone-before-rename", "fsync-fails"],
-)
+def _break_writes_to(fd: int) -> None:
+    """Point ``fd`` at a pipe whose reading end is closed: every write fails (EPIPE),
+    made with os.write or through a file object alike."""
+    reading, writing = os.pipe()
+    os.close(reading)
+    os.dup2(writing, fd, inheritable=False)
+    os.close(writing)
+
+
+def break_data_writes(directory: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Make writing the data of every file created in ``directory`` fail (as on a full
+    disk), whether it was created with os.open or open() and is written with os.write or
+    a file object's write. Returns the names of the files created so."""
+    broken: list[str] = []
+
+    def created_here(path: Any) -> bool:
+        if not isinstance(path, str | bytes | os.PathLike):
+            return False  # a descriptor: nothing is created
+        return Path(os.path.abspath(os.fsdecode(path))).parent == directory
+
+    real_os_open = os.open
+
+    def os_open(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        fd = real_os_open(path, flags, *args, **kwargs)
+        if flags & os.O_CREAT and created_here(path):
+            _break_writes_to(fd)
+            broken.append(os.path.basename(os.fsdecode(path)))
+        return fd
+
+    def file_open(real: Callable[..., Any]) -> Callable[..., Any]:
+        def open_file(path: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
+            file = real(path, mode, *args, **kwargs)
+            if set(mode) & set("wxa") and created_here(path):
+                _break_writes_to(file.fileno())
+                broken.append(os.path.basename(os.fsdecode(path)))
+            return file
+
+        return open_file
+
+    monkeypatch.setattr(os, "open", os_open)
+    monkeypatch.setattr(builtins, "open", file_open(builtins.open))
+    monkeypatch.setattr(io, "open", file_open(io.open))
+    return broken
+
+
+def _temp_gone_before_rename(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    for name in ("replace", "rename"):
+        monkeypatch.setattr(os, name, _fail_by_removing_the_temp)
+    return ["os.replace"]
+
+
+def _fsync_fails(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    for name in ("fsync", "fdatasync"):
+        if hasattr(os, name):
+            monkeypatch.setattr(os, name, _fail_to_sync)
+    return ["os.fsync"]
+
+
+def _data_write_fails(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    return break_data_writes(workspace.resolve(), monkeypatch)
+
+
+MIDWAY_FAULTS: dict[str, Callable[[Path, pytest.MonkeyPatch], list[str]]] = {
+    "temp-gone-before-rename": _temp_gone_before_rename,
+    "fsync-fails": _fsync_fails,
+    "data-write-fails": _data_write_fails,
+}
+
+
+@pytest.mark.parametrize("fault", list(MIDWAY_FAULTS))
 def test_a_write_that_fails_midway_is_an_error_result(
-    workspace: Path, monkeypatch: pytest.MonkeyPatch, fault: tuple[str, Callable[..., None]]
+    workspace: Path, monkeypatch: pytest.MonkeyPatch, fault: str
 ) -> None:
     target = workspace / "f.txt"
     target.write_text("old\n")
-    name, broken = fault
-    for alias in {"replace": ("replace", "rename"), "fsync": ("fsync", "fdatasync")}[name]:
-        if hasattr(os, alias):
-            monkeypatch.setattr(os, alias, broken)
+    armed = MIDWAY_FAULTS[fault](workspace, monkeypatch)
     out = call_now(create_coding_tools(workspace), "write", path="f.txt", content="new\n")
+    assert armed, (
+        "the test makes writing the temp file's data fail through the descriptor of a file "
+        "created in the target's directory, but write created none there: create the temp "
+        "file with os.open(temp, O_WRONLY | O_CREAT | O_EXCL, 0o666) in the target's directory"
+    )
     assert out.is_error, (
         "invariant: whatever fails while writing (also the cleanup of a temp file that is "
         "already gone) is an error result, never an exception: remove the temp file only if "
         f"it is still there. Got: {text_of(out)!r}"
     )
     assert target.read_text() == "old\n", "a failed write must leave the old content"
-    only_expected_files(workspace, {"f.txt"})
+    left = sorted({p.name for p in workspace.iterdir()} - {"f.txt"})
+    assert not left, (
+        f"invariant: no temp file survives a failure ({fault}), also when writing its data "
+        "fails (a full disk): everything after creating the temp file, the data write "
+        f"included, belongs in the try whose except removes it. Left: {left}"
+    )
 
 
 def test_a_folder_that_another_writer_creates_meanwhile_is_used(
@@ -467,16 +563,43 @@ def test_a_folder_that_another_writer_creates_meanwhile_is_used(
     assert raced, "the test expected write to create the missing folders with os.mkdir"
 
 
-@pytest.mark.parametrize("link", [None, "link"], ids=["fifo", "symlink-to-fifo"])
-def test_only_a_regular_file_is_replaced(workspace: Path, link: str | None) -> None:
-    fifo, name = fifo_target(workspace, link)
+def socket_target(
+    workspace: Path, link: str | None, monkeypatch: pytest.MonkeyPatch
+) -> tuple[Path, str]:
+    """A Unix socket in the workspace (the file stays after the socket is closed), and the
+    name to give a tool: the socket's own, or that of a symlink ``link`` to it."""
+    monkeypatch.chdir(workspace)  # a relative name: a socket's path has a length limit
+    with socket.socket(socket.AF_UNIX) as listener:
+        listener.bind("socket")
+    if link is None:
+        return workspace / "socket", "socket"
+    os.symlink("socket", workspace / link)
+    return workspace / "socket", link
+
+
+@pytest.mark.parametrize(
+    ("kind", "link"),
+    [("FIFO", None), ("FIFO", "link"), ("socket", None), ("socket", "link")],
+    ids=["fifo", "symlink-to-fifo", "socket", "symlink-to-socket"],
+)
+def test_only_a_regular_file_is_replaced(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch, kind: str, link: str | None
+) -> None:
+    if kind == "FIFO":
+        special, name = fifo_target(workspace, link)
+    else:
+        special, name = socket_target(workspace, link, monkeypatch)
     out = call_now(create_coding_tools(workspace), "write", path=name, content="x\n")
     assert out.is_error and "regular file" in text_of(out), (
-        "invariant: write replaces only a regular file; a FIFO (or a device, a socket) is an "
-        "error result that says 'regular file'. os.stat the target before writing"
+        f"invariant: write replaces only a regular file; a {kind}, like anything os.stat "
+        "does not call stat.S_ISREG (a FIFO, a device, a socket), is an error result that "
+        f"says 'regular file'. os.stat the target before writing. Got: {text_of(out)!r}"
     )
-    assert stat.S_ISFIFO(os.lstat(fifo).st_mode), "the FIFO must still be there, unchanged"
-    only_expected_files(workspace, {"pipe", name})
+    is_kind = stat.S_ISFIFO if kind == "FIFO" else stat.S_ISSOCK
+    assert is_kind(os.lstat(special).st_mode), (
+        f"the {kind} must still be there, unchanged: a refused write replaces nothing"
+    )
+    only_expected_files(workspace, {special.name, name})
 
 
 # ---------------------------------------------------------------- the queue itself
@@ -579,7 +702,10 @@ def test_an_operation_queued_later_waits_for_the_one_running_now() -> None:
     ]
 
 
-def test_a_caller_cancelled_in_the_queue_does_not_let_the_next_one_overtake() -> None:
+@pytest.mark.parametrize("next_caller", ["queued-before", "queued-after"])
+def test_a_caller_cancelled_in_the_queue_does_not_let_the_next_one_overtake(
+    next_caller: str,
+) -> None:
     async def scenario() -> list[str]:
         queue = MutationQueue()
         log: list[str] = []
@@ -587,15 +713,24 @@ def test_a_caller_cancelled_in_the_queue_does_not_let_the_next_one_overtake() ->
         first = asyncio.create_task(queue.run("k", lambda: gated(log, "op0", gate, started)))
         await wait_or_fail(started, [first], "MutationQueue.run never started op0 on a free key")
         waiting = asyncio.create_task(queue.run("k", lambda: gated(log, "op1", never)))
-        last = asyncio.create_task(queue.run("k", lambda: gated(log, "op2", gate)))
+
+        def queue_op2() -> asyncio.Task[str]:
+            return asyncio.create_task(queue.run("k", lambda: gated(log, "op2", gate)))
+
+        last = queue_op2() if next_caller == "queued-before" else None
         await settle()
         waiting.cancel()  # op1 gives up while op0 still runs
         await settle()
+        if last is None:  # op1 was the last in the lane when it gave up
+            last = queue_op2()
+            await settle()
         raise_task_failures(first, last)
         assert log == ["op0 start"], (
             "invariant: a caller cancelled while it waits must not open the lane for the "
-            "next one while the operation ahead still runs; hand over only when that one "
-            f"is done. Got {log!r}"
+            "next one while the operation ahead still runs, whether that one was queued "
+            f"before the cancel or after it ({next_caller}): hand over only when the "
+            "operation ahead is done, and do not forget the key's tail before then. Got "
+            f"{log!r}"
         )
         gate.set()
         await asyncio.gather(first, last)
@@ -632,6 +767,11 @@ def test_a_cancelled_caller_keeps_the_lane_until_its_thread_ends() -> None:
             first.cancel()  # the caller gives up while the worker thread still writes
             with contextlib.suppress(asyncio.CancelledError):
                 await first
+            assert first.cancelled(), (
+                "invariant: a caller cancelled while its operation runs gets CancelledError "
+                "(let the CancelledError of awaiting asyncio.shield(task) propagate; never "
+                f"turn it into a result): run returned {first.result()!r} instead"
+            )
             await settle()
             assert log == [], (
                 "invariant: the lane belongs to an operation until it really ends. A worker "

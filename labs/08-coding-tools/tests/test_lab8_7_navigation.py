@@ -11,6 +11,7 @@ import os
 import time
 import tracemalloc
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -213,6 +214,8 @@ def test_glob_searches_below_a_path_and_answers_relative_to_the_workspace(
         ("*test*", ["test_a.py", "tests/"]),
         ("*p", ["app"]),
         ("**.md", ["a.md", "docs/x.md"]),
+        ("*a**/b.py", ["aab.py", "ab.py"]),
+        ("*b**/c", ["abcbc"]),
     ],
 )
 def test_glob_patterns_mean_exactly_what_they_say(
@@ -227,7 +230,10 @@ def test_glob_patterns_mean_exactly_what_they_say(
         f"{pattern!r}: '*' is any characters within a name (none included), a '**' not "
         "followed by '/' any characters, '/' included; letters match themselves and nothing "
         "else: a regular expression that merges, drops or reorders parts of the pattern "
-        f"matches the wrong names. Expected {expected}"
+        "matches the wrong names. A '**/' may match no folder at all ('*a**/b.py' matches "
+        "'aab.py' as '*ab.py' would), so it cannot absorb what a later place of the fixed "
+        "text before it would have skipped: take the first place atomically only when another "
+        f"'*' or a '**' not followed by '/' comes next. Expected {expected}"
     )
 
 
@@ -343,6 +349,48 @@ def test_glob_skips_hidden_dependency_and_ignored_paths_unless_asked(project: Pa
     assert "notes.log" in lines_of(glob(project, "*.log", include_hidden=True))
 
 
+def test_glob_never_lists_a_folder_it_skips(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in (".git/objects/ab/cd.py", "node_modules/left-pad/lib/deep.py", "build/x/y.py"):
+        (project / name).parent.mkdir(parents=True, exist_ok=True)
+        (project / name).write_text("")
+    (project / "src/app/__pycache__/core.cpython-311.pyc").parent.mkdir()
+    (project / "src/app/__pycache__/core.cpython-311.pyc").write_text("")
+    listed: list[str] = []  # the folders listed, relative to the workspace
+    base = os.path.realpath(project)
+
+    def spy(real: Any) -> Any:
+        def listing(path: Any = ".") -> Any:
+            shown = path
+            if isinstance(path, int):  # os.fwalk lists by descriptor: which folder is it?
+                try:
+                    shown = os.readlink(f"/proc/self/fd/{path}")
+                except OSError:  # no /proc (macOS): this listing cannot be told
+                    return real(path)
+            listed.append(os.path.relpath(os.path.realpath(os.fsdecode(shown)), base))
+            return real(path)
+
+        return listing
+
+    monkeypatch.setattr(os, "scandir", spy(os.scandir))  # os.walk lists with os.scandir
+    monkeypatch.setattr(os, "listdir", spy(os.listdir))
+    out = glob(project, "**/*")
+    assert not out.is_error, text_of(out)
+    assert "." in listed and os.path.join("src", "app") in listed, (
+        "this test watches which folders are listed through os.scandir and os.listdir: walk "
+        f"with os.walk, as the handout says (it lists with os.scandir). Listed: {listed}"
+    )
+    skipped = {".git", ".github", "node_modules", "env", "build", "__pycache__"}
+    inside = [p for p in listed if not p.startswith("..")]
+    looked_into = sorted(p for p in inside if skipped & set(Path(p).parts))
+    assert looked_into == [], (
+        "invariant: glob prunes hidden paths, dependency folders, virtual environments and "
+        "what .gitignore ignores before descending: it never lists a skipped folder (a "
+        "node_modules or .git can hold hundreds of thousands of files). Remove them from "
+        "os.walk's folder list in place (folders[:] = kept) instead of dropping their paths "
+        f"after the walk. Listed: {looked_into}"
+    )
+
+
 def test_glob_caps_results_with_a_notice_suggesting_a_narrower_pattern(workspace: Path) -> None:
     for number in range(25):
         (workspace / f"m{number:02}.py").write_text("")
@@ -361,10 +409,12 @@ def test_glob_with_no_match_says_so_and_bad_patterns_are_errors(project: Path) -
     out = glob(project, "**/*.rs")
     assert not out.is_error and "No paths match" in text_of(out)
     assert out.details == GlobDetails("**/*.rs", 0, False)
-    for pattern in ("", "../*", "/etc/*"):
+    for pattern in ("", "../*", "/etc/*", "src/../../*", "src/../*", "**/../*.py"):
         refused = glob(project, pattern)
         assert refused.is_error and text_of(refused).strip(), (
-            f"pattern {pattern!r} must be refused with a text that says what to give instead"
+            f"pattern {pattern!r} must be refused with a text that says what to give instead: "
+            "a pattern that climbs with '..' is refused wherever the '..' stands, not only at "
+            "its start"
         )
     for path in ("README.md", "missing"):
         out = glob(project, "*", path=path)

@@ -201,6 +201,42 @@ def test_a_missing_final_newline_is_marked_in_the_diff(workspace: Path) -> None:
     )
 
 
+def test_only_a_newline_ends_a_line_in_the_diff(workspace: Path) -> None:
+    # a form feed, a \r and a Unicode line separator stay part of their line, as in read
+    old = "title\x0cpage\u2028break\rend\nsecond\nlast\n"
+    (workspace / "odd.txt").write_text(old, newline="")
+    approver = Approver(True)
+    out = call_now(
+        tools(workspace, approver), "write", path="odd.txt", content=old.replace("last", "LAST")
+    )
+    assert not out.is_error, text_of(out)
+    diff = approver.requests[0].diff
+    assert diff == (
+        "--- a/odd.txt\n+++ b/odd.txt\n@@ -1,3 +1,3 @@\n"
+        " title\x0cpage\u2028break\rend\n second\n-last\n+LAST\n"
+    ), (
+        "invariant: only \\n ends a line (as in read); a form feed, \\r or \\u2028 inside a "
+        "line does not end it (the file has 3 lines, and its last one ends with \\n, so no "
+        "'\\ No newline at end of file' marker). str.splitlines() splits on all of them: "
+        f"split on \\n. Diff: {diff!r}"
+    )
+
+
+def test_a_new_empty_file_is_a_change_to_ask_about(workspace: Path) -> None:
+    declining = Approver(False)
+    out = call_now(tools(workspace, declining), "write", path="empty.txt", content="")
+    assert [request.path for request in declining.requests] == ["empty.txt"], (
+        "invariant: creating a file is a change, even an empty one: there is no old content "
+        "it could be identical to, so the approver is asked (once)"
+    )
+    assert out.is_error and "declined" in text_of(out), text_of(out)
+    assert not (workspace / "empty.txt").exists(), "a declined new file is not created"
+    approving = Approver(True)
+    out = call_now(tools(workspace, approving), "write", path="empty.txt", content="")
+    assert not out.is_error and len(approving.requests) == 1, text_of(out)
+    assert (workspace / "empty.txt").read_bytes() == b"", "an approved empty file is created"
+
+
 def test_the_approver_is_asked_inside_the_queue_lane(
     workspace: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -386,7 +422,15 @@ async def ask(confirm: Confirm, request: ConfirmRequest) -> bool:
 
 @pytest.mark.parametrize(
     ("typed", "approved"),
-    [("y\n", True), ("yes\n", True), ("\n", False), ("n\n", False), ("", False)],
+    [
+        ("y\n", True),
+        ("yes\n", True),
+        ("\n", False),
+        ("n\n", False),
+        ("", False),
+        ("maybe\n", False),
+        ("yes please\n", False),
+    ],
 )
 def test_the_terminal_approver_shows_the_diff_in_colour_and_defaults_to_no(
     typed: str, approved: bool
@@ -396,7 +440,8 @@ def test_the_terminal_approver_shows_the_diff_in_colour_and_defaults_to_no(
     confirm = terminal_confirmer(answers=io.StringIO(typed), console=console)
     request = ConfirmRequest("edit", path="a.txt", diff="--- a/a.txt\n+++ b/a.txt\n-old\n+new\n")
     assert run(ask(confirm, request)) is approved, (
-        f"typing {typed!r} must {'' if approved else 'not '}approve"
+        f"typing {typed!r} must {'' if approved else 'not '}approve: only y or yes approves, "
+        "any other answer (an empty line or the end of input included) declines"
     )
     shown = screen.getvalue()
     assert "a.txt" in shown and "+new" in shown and "\x1b[" in shown, (

@@ -240,9 +240,12 @@ def test_a_line_number_prefix_gets_a_hint_to_drop_it(workspace: Path, app: Path)
     refused(out, app, SOURCE.encode(), "edits[0]", "no match", "prefix")
 
 
-# Mismatches without read's prefix: a digit inside a line, and lines that start with a
-# number (an expression, a numbered list) but carry no bar.
-@pytest.mark.parametrize("old_text", ["result = 7", "42 = answer", "  10 items\n  11 more"])
+# Mismatches without read's prefix: a digit inside a line, lines that start with a number
+# (an expression, a numbered list) but carry no bar, and a number and a bar inside a line.
+@pytest.mark.parametrize(
+    "old_text",
+    ["result = 7", "42 = answer", "  10 items\n  11 more", 'print("total 12│ items")'],
+)
 def test_only_old_text_with_a_line_number_prefix_gets_the_prefix_hint(
     workspace: Path, app: Path, old_text: str
 ) -> None:
@@ -265,6 +268,21 @@ def test_the_lines_of_several_matches_count_a_leading_empty_line(workspace: Path
     read(tools, "blank.txt")
     out = edit(tools, "blank.txt", old_text="value", new_text="v")
     refused(out, path, data, "edits[0]", "matches 2 times", "lines 2, 4")
+
+
+def test_the_lines_of_several_matches_are_counted_like_read(workspace: Path) -> None:
+    path = workspace / "odd.txt"
+    data = "form\x0cfeed and line\u2028separator\nvalue\nother\nvalue\n".encode()
+    path.write_bytes(data)
+    tools = session(workspace)
+    read(tools, "odd.txt")
+    out = edit(tools, "odd.txt", old_text="value", new_text="v")
+    refused(out, path, data, "edits[0]", "matches 2 times")
+    assert "lines 2, 4" in text_of(out), (
+        "invariant: the line numbers of several matches are read's line numbers: only \\n "
+        "ends a line; a form feed or a \\u2028 stays part of its line (str.splitlines() splits "
+        f"on them: count the \\n before each match instead). Got: {text_of(out)!r}"
+    )
 
 
 def test_an_edit_that_changes_nothing_is_refused_as_a_no_op(workspace: Path, app: Path) -> None:
@@ -318,6 +336,15 @@ def test_a_file_with_mixed_endings_keeps_every_byte_outside_the_edit(workspace: 
     mixed = b"one\r\ntwo\nthree\r\n"
     assert edited_bytes(workspace, mixed, "two", "TWO") == b"one\r\nTWO\nthree\r\n", (
         "mixed endings: touch only the match"
+    )
+
+
+def test_a_file_without_any_newline_is_not_a_crlf_file(workspace: Path) -> None:
+    assert edited_bytes(workspace, b"x = 1", "x = 1", "x = 1\ny = 2") == b"x = 1\ny = 2", (
+        "invariant: a file without any line ending is not a CRLF file (it holds no \\r\\n): "
+        "its text is edited as is, and the \\n of new_text is written as \\n, not turned "
+        "into \\r\\n. Treat a file as CRLF only when it holds a \\r\\n and every \\n "
+        "is part of one"
     )
 
 
@@ -478,6 +505,42 @@ def test_the_result_of_a_one_line_file_shows_one_line(workspace: Path) -> None:
     assert numbered_lines(out) == [1], (
         "invariant: the final newline ends line 1, it does not start a line 2, also when the "
         f"file has a single line: {text_of(out)!r}"
+    )
+
+
+def test_the_result_numbers_lines_like_read_past_a_form_feed_and_a_line_separator(
+    workspace: Path,
+) -> None:
+    text = "".join(f"line {n}\n" for n in range(1, 13))
+    text = text.replace("line 2", "line\u2028two").replace("line 3", "line\x0cthree")
+    tools = lines_file(workspace, "odd.txt", text)
+    out = edit(
+        tools,
+        "odd.txt",
+        edits=[
+            {"old_text": "line 4\n", "new_text": "four\n"},
+            {"old_text": "line 11\n", "new_text": "eleven\n"},
+        ],
+    )
+    assert not out.is_error, text_of(out)
+    shown = [line for line in text_of(out).split("\n") if "│" in line]
+    assert shown == [
+        "   1│ line 1",
+        "   2│ line\u2028two",
+        "   3│ line\x0cthree",
+        "   4│ four",
+        "   5│ line 5",
+        "   6│ line 6",
+        "   7│ line 7",
+        "   8│ line 8",
+        "   9│ line 9",
+        "  10│ line 10",
+        "  11│ eleven",
+        "  12│ line 12",
+    ], (
+        "invariant: the snippet numbers lines like read: only \\n ends a line; a form feed "
+        "or a \\u2028 stays part of its line (str.splitlines() splits on them: split on "
+        f"\\n). Got: {shown!r}"
     )
 
 

@@ -8,16 +8,19 @@ the message names the path and tells the model to ``Read`` it first (``Read app.
 before changing it``). A file whose content changed since: the message says it
 ``changed`` and to read it ``again``.
 
-``apply_careful_edits`` applies a batch like Lab 8.4, plus: ``replace_all`` replaces
-every occurrence as ``str.replace`` does (left to right, never overlapping: ``aa`` in
-``aaa`` is replaced once); without it, several matches are refused with their count and
-line numbers (``matches 3 times ... (lines 2, 4, 5) ... replace_all``). A CRLF file (every
-``\\n`` part of ``\\r\\n``) is matched as if it had LF endings and written back with CRLF;
-a UTF-8 BOM is kept; untouched lines keep their bytes. old_text carrying read's ``   4│ ``
-prefixes gets, after ``no match``, a hint that says to drop the line-number ``prefix``;
-old_text equal to new_text is refused: say they are ``identical``. Refusals raise
-``ChangeRefused`` naming ``edits[i]``. The ``snippet`` shows the edited region numbered
-like read, around where each edit is in the final text (later edits may move it).
+``apply_careful_edits`` applies a batch like Lab 8.4 (content that is not valid UTF-8 after
+a BOM is refused here: ``ChangeRefused`` that says ``UTF-8`` and names ``path``), plus:
+``replace_all`` replaces every occurrence as ``str.replace`` does (left to right, never
+overlapping: ``aa`` in ``aaa`` is replaced once); without it, several matches are refused
+with their count and line numbers as read counts them
+(``matches 3 times ... (lines 2, 4, 5) ... replace_all``). A CRLF file (it holds a
+``\\r\\n`` and every ``\\n`` is part of one; a file without any line ending is not one) is
+matched as if it had LF endings and written back with CRLF; a UTF-8 BOM is kept; untouched
+lines keep their bytes. old_text whose lines start with read's ``   4│ `` prefixes gets, after
+``no match``, a hint that says to drop the line-number ``prefix``; old_text equal to
+new_text is refused: say they are ``identical``. Refusals raise ``ChangeRefused`` naming
+``edits[i]``. The ``snippet`` shows the edited region numbered like read, around where each
+edit is in the final text (later edits may move it).
 
 Then wire it in: with ``options.careful_edits``, edit uses ``apply_careful_edits``
 and shows the snippet; with ``options.ledger``, write and edit call ``verify`` and

@@ -2,17 +2,17 @@
 
 ``diff_preview`` renders a unified diff (difflib, 3 lines of context, ``a/{path}`` and
 ``b/{path}`` in the header, ``/dev/null`` as the old side of a new file), capped at
-``max_lines`` lines, then one line that says the diff was ``truncated``. A last line
-without a newline is followed by the line ``\\ No newline at end of file``, as diff and
-git print it (difflib does not add it for you). ``ask_before_change`` returns
-``"unchanged"`` when old and new are equal (nobody is asked), else asks the approver with
-a ``ConfirmRequest`` carrying the diff and returns ``"approved"`` or ``"declined"``;
-``ask_before_command`` asks with the command. ``terminal_confirmer`` builds an approver
-for a person: print the path and the diff in colour (rich), then the question with
-``[y/N]`` in it (print it with ``markup=False``: rich would take ``[y/N]`` for a style
-tag and drop it); read one line from ``answers`` (default: stdin) in a worker thread
-(``asyncio.to_thread``), so the event loop keeps running while the person thinks. Only
-``y`` or ``yes`` approves.
+``max_lines`` lines, then one line that says the diff was ``truncated``. Only ``\\n`` ends a
+line, as in read (not ``str.splitlines()``). A last line without a newline is followed by
+the line ``\\ No newline at end of file``, as diff and git print it (difflib does not add it
+for you). ``ask_before_change`` returns ``"unchanged"`` when old and new are equal (nobody
+is asked; a new file, even an empty one, is a change), else asks the approver with a
+``ConfirmRequest`` carrying the diff and returns ``"approved"`` or ``"declined"``;
+``ask_before_command`` asks with the command. ``terminal_confirmer`` builds an approver for
+a person: print the path and the diff in colour (rich), then the question with ``[y/N]`` in
+it (print it with ``markup=False``: rich would take ``[y/N]`` for a style tag and drop it);
+read one line from ``answers`` (default: stdin) in a worker thread (``asyncio.to_thread``),
+so the event loop keeps running while the person thinks. Only ``y`` or ``yes`` approves.
 
 Then wire the gate in: when ``options.confirm`` is set, write and edit ask it (inside
 their queue lane, before the atomic write) and bash asks it before anything is spawned. A

@@ -71,9 +71,12 @@ def terminal_confirmer(*, answers: TextIO | None = None, console: Console | None
 
 
 def _lines(text: str) -> list[str]:
-    lines = text.splitlines(keepends=True)
-    if lines and not lines[-1].endswith(("\n", "\r")):
-        lines[-1] += "\n\\ No newline at end of file\n"
+    """The lines of ``text`` for difflib. Only ``\\n`` ends a line, as read counts them
+    (``str.splitlines`` also splits on ``\\r``, form feeds and ``\\u2028``)."""
+    lines = [f"{line}\n" for line in text.split("\n")]
+    last = lines.pop()  # what follows the final \n: nothing, or a last line without one
+    if last != "\n":
+        lines.append(f"{last}\\ No newline at end of file\n")
     return lines
 
 

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import socket
 import sys
 import threading
 import time
@@ -243,6 +244,20 @@ def play_fifo_writer(fifo: Path) -> None:
     """Open and close a FIFO's writing end: a reader blocked in open or read returns."""
     with contextlib.suppress(OSError):  # ENXIO until the reader has opened its end
         os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+
+
+def socket_target(
+    workspace: Path, link: str | None, monkeypatch: pytest.MonkeyPatch
+) -> tuple[Path, str]:
+    """A Unix socket in the workspace (the file stays after the socket is closed), and the
+    name to give a tool: the socket's own, or that of a symlink ``link`` to it."""
+    monkeypatch.chdir(workspace)  # a relative name: a socket's path has a length limit
+    with socket.socket(socket.AF_UNIX) as listener:
+        listener.bind("socket")
+    if link is None:
+        return workspace / "socket", "socket"
+    os.symlink("socket", workspace / link)
+    return workspace / "socket", link
 
 
 def fifo_target(workspace: Path, link: str | None) -> tuple[Path, str]:

@@ -11,7 +11,6 @@ import errno
 import itertools
 import mmap
 import os
-import socket
 import threading
 import time
 import tracemalloc
@@ -27,6 +26,7 @@ from lab_helpers import (
     end_or_release,
     play_fifo_writer,
     run,
+    socket_target,
     text_of,
     utf8_len,
     watch_opens,
@@ -636,10 +636,7 @@ def test_a_fifo_is_refused_without_waiting_for_a_writer(workspace: Path) -> None
 
 
 def make_socket(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    monkeypatch.chdir(workspace)  # a relative name: a socket's path has a length limit
-    with socket.socket(socket.AF_UNIX) as listener:
-        listener.bind("socket")  # the file stays after the socket is closed
-    return "socket"
+    return socket_target(workspace, None, monkeypatch)[1]
 
 
 @pytest.mark.parametrize(

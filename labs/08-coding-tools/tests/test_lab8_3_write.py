@@ -13,7 +13,6 @@ import io
 import os
 import re
 import shutil
-import socket
 import stat
 import subprocess
 import sys
@@ -36,6 +35,7 @@ from lab_helpers import (
     raise_task_failures,
     run,
     snapshot,
+    socket_target,
     text_of,
     utf8_len,
 )
@@ -561,20 +561,6 @@ def test_a_folder_that_another_writer_creates_meanwhile_is_used(
     )
     assert (workspace / "new" / "deeper" / "f.txt").read_text() == "x"
     assert raced, "the test expected write to create the missing folders with os.mkdir"
-
-
-def socket_target(
-    workspace: Path, link: str | None, monkeypatch: pytest.MonkeyPatch
-) -> tuple[Path, str]:
-    """A Unix socket in the workspace (the file stays after the socket is closed), and the
-    name to give a tool: the socket's own, or that of a symlink ``link`` to it."""
-    monkeypatch.chdir(workspace)  # a relative name: a socket's path has a length limit
-    with socket.socket(socket.AF_UNIX) as listener:
-        listener.bind("socket")
-    if link is None:
-        return workspace / "socket", "socket"
-    os.symlink("socket", workspace / link)
-    return workspace / "socket", link
 
 
 @pytest.mark.parametrize(

@@ -173,6 +173,26 @@ def watch_opens(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
     return opens
 
 
+_census_of: tuple[int, int] | None = None  # the file descriptors_on counts for, while it does
+
+
+def descriptors_on(monkeypatch: pytest.MonkeyPatch, target: str | os.PathLike[str]) -> set[int]:
+    """This process's descriptors that are open on ``target``'s file, matched by device and
+    inode (so also one opened by another name or through a link). It looks inside the
+    process the tools run in: taking ``monkeypatch`` is what makes the grader run such a
+    test there."""
+    want = os.stat(target)
+    monkeypatch.setattr(sys.modules[__name__], "_census_of", (want.st_dev, want.st_ino))
+    listing = "/proc/self/fd" if os.path.isdir("/proc/self/fd") else "/dev/fd"  # macOS: /dev/fd
+    found = set()
+    for name in os.listdir(listing):
+        with contextlib.suppress(OSError):  # the listing's own descriptor is closed by now
+            status = os.fstat(int(name))
+            if (status.st_dev, status.st_ino) == _census_of:
+                found.add(int(name))
+    return found
+
+
 def call_now(tools: ToolRegistry, name: str, **arguments: Any) -> ToolOutput:
     return run(call(tools, name, arguments))
 

@@ -23,6 +23,7 @@ import pytest
 from lab_helpers import (
     call,
     call_now,
+    descriptors_on,
     end_or_release,
     play_fifo_writer,
     run,
@@ -743,4 +744,56 @@ def test_a_read_leaves_no_listener_on_the_signal(
         "invariant: a call leaves nothing behind on its signal: one signal serves a whole "
         "turn, so a listener you add (signal.add_listener) must be removed (call the "
         f"function it returned) before read returns, on every path. Left: {signal.active}"
+    )
+
+
+@pytest.mark.parametrize(
+    ("kind", "offset", "budget", "error"),
+    [
+        ("directory", 1, 48_000, "directory"),
+        ("fifo", 1, 48_000, "not a regular file"),
+        ("device", 1, 48_000, "not a regular file"),
+        ("text", 1, 48_000, None),
+        ("binary", 1, 48_000, "binary"),
+        ("latin1", 1, 48_000, "UTF-8"),
+        ("text", 9, 48_000, "beyond the end"),
+        ("text", 1, 5, "too small"),
+    ],
+    ids=[
+        "directory",
+        "fifo",
+        "device",
+        "success",
+        "binary",
+        "not-utf8",
+        "offset-beyond",
+        "too-small",
+    ],
+)
+def test_a_read_closes_every_descriptor_it_opened(
+    workspace: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    kind: str,
+    offset: int,
+    budget: int,
+    error: str | None,
+) -> None:
+    path = {"device": os.devnull}.get(kind, kind)
+    if kind == "directory":
+        (workspace / path).mkdir()
+    elif kind == "fifo":
+        os.mkfifo(workspace / path)
+    elif kind != "device":
+        content = {"binary": b"\x7fELF\x00\x01", "latin1": b"caf\xe9\n"}.get(kind, b"a\nb\n")
+        (workspace / path).write_bytes(content)
+    target = workspace / path
+    before = descriptors_on(monkeypatch, target)
+    out = call_now(tools(workspace, max_read_bytes=budget), "read", path=path, offset=offset)
+    assert out.is_error == (error is not None) and (error or "") in text_of(out), text_of(out)
+    left = descriptors_on(monkeypatch, target) - before
+    assert not left, (
+        "invariant: nothing left behind: read closes the descriptor it opened on every path, "
+        "also when it refuses the file after fstat (a directory, a FIFO, a device) or a "
+        "check of its content (close it in a `finally`); a descriptor from os.open is never "
+        f"closed for you. Still open on {path}: {sorted(left)}"
     )

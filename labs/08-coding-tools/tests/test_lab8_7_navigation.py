@@ -134,9 +134,12 @@ def test_ls_lists_a_subfolder_and_refuses_a_file_or_a_missing_path(project: Path
         "core.py",
         "[3 entries]",
     ]
-    for path in ("README.md", "missing"):
+    for path, says in (("README.md", "is a file, not a directory"), ("missing", "File not found")):
         out = ls(project, path=path)
-        assert out.is_error and path in text_of(out), f"ls {path} must be a clear error"
+        assert out.is_error and path in text_of(out) and says in text_of(out), (
+            f"ls {path} must be an error that names it and says {says!r}: a missing path is "
+            f"not found (describe_os_error), a file is a file. Got: {text_of(out)!r}"
+        )
 
 
 def test_ls_lists_a_symlink_to_a_folder_as_a_folder(project: Path) -> None:
@@ -335,6 +338,29 @@ def test_a_gitignore_line_git_cannot_read_is_skipped_and_the_others_still_count(
     )
 
 
+def test_a_gitignore_line_that_is_not_utf8_voids_only_itself(project: Path) -> None:
+    (project / ".gitignore").write_bytes(b"*.log\ncaf\xe9/\nbuild/\n")
+    out = glob(project, "**")
+    assert "notes.log" not in lines_of(out) and "build/out.py" not in lines_of(out), (
+        "one .gitignore line that is not UTF-8 must not void the others (decode with "
+        f"errors='replace'): *.log and build/ still count. Got: {lines_of(out)}"
+    )
+
+
+def test_a_gitignore_cut_at_its_first_mib_drops_its_partial_last_line(project: Path) -> None:
+    head = b"*.log\n#"
+    cut = b"README"  # the first MiB ends inside the line README.orig
+    filler = b"x" * (2**20 - len(head) - 1 - len(cut))
+    (project / ".gitignore").write_bytes(head + filler + b"\n" + cut + b".orig\n")
+    (project / "README").write_text("kept\n")
+    out = glob(project, "*")
+    assert "README" in lines_of(out) and "notes.log" not in lines_of(out), (
+        "a .gitignore cut at its first MiB ends in half a line: 'README' of 'README.orig' "
+        "would ignore a file that is not ignored. Drop the last line when the read was cut; "
+        f"the lines before it still count. Got: {lines_of(out)}"
+    )
+
+
 def test_glob_skips_hidden_dependency_and_ignored_paths_unless_asked(project: Path) -> None:
     everything = text_of(glob(project, "**/*"))
     for skipped in (".env", ".github", "node_modules", "env/", "build/", "notes.log"):
@@ -416,10 +442,13 @@ def test_glob_with_no_match_says_so_and_bad_patterns_are_errors(project: Path) -
             "a pattern that climbs with '..' is refused wherever the '..' stands, not only at "
             "its start"
         )
-    for path in ("README.md", "missing"):
+    for path, says in (("README.md", "is a file, not a directory"), ("missing", "File not found")):
         out = glob(project, "*", path=path)
-        assert out.is_error and path in text_of(out), (
-            f"glob below {path!r} (a file, or nothing) must be a clear error that names it"
+        assert out.is_error and path in text_of(out) and says in text_of(out), (
+            f"glob below {path!r} must be an error that names it and says {says!r}, as ls "
+            "does: a missing path is not found (describe_os_error with its "
+            f"FileNotFoundError), a file is a file; neither has a parent that is a file. "
+            f"Got: {text_of(out)!r}"
         )
 
 

@@ -49,6 +49,8 @@ async def find_paths(
         matches = await in_thread(_walk, options.cwd, root, _compile(pattern), include_hidden)
     except PathError as error:
         return ToolOutput.error(str(error))
+    except _NotAFolder:
+        return ToolOutput.error(f"{path} is a file, not a directory: give the folder to search.")
     except OSError as error:
         return ToolOutput.error(describe_os_error(path, error, action="search"))
     except ValueError:  # a lone surrogate cannot be a file name on this system
@@ -114,9 +116,14 @@ def _without_backtracking(parts: list[str]) -> str:
     return "".join(joined)
 
 
+class _NotAFolder(Exception):
+    """The path to search exists and is not a folder."""
+
+
 def _walk(workspace: str, root: str, pattern: re.Pattern[str], include_hidden: bool) -> list[str]:
     if not os.path.isdir(root):
-        raise NotADirectoryError(20, "Not a directory", root)
+        os.stat(root)  # missing, or below a file: its OSError says which
+        raise _NotAFolder(root)
     ignored = _gitignore(workspace) if not include_hidden else None
     found = []
     for folder, folders, files in os.walk(root):  # never follows symlinked folders
@@ -150,9 +157,13 @@ def _gitignore(workspace: str) -> pathspec.GitIgnoreSpec | None:
     folder the search starts in. A FIFO or a huge file there must not stall the walk."""
     try:
         with open_regular_file(os.path.join(workspace, ".gitignore")) as file:
-            lines = file.read(_MAX_GITIGNORE_BYTES).decode("utf-8").splitlines()
-    except (OSError, UnicodeDecodeError):
+            data = file.read(_MAX_GITIGNORE_BYTES)
+    except OSError:
         return None
+    if len(data) == _MAX_GITIGNORE_BYTES:  # cut: its last line may be half a pattern
+        data = data[: data.rfind(b"\n") + 1]
+    # One undecodable line must not void the others: it becomes a pattern nothing matches.
+    lines = data.decode("utf-8", errors="replace").splitlines()
     try:
         return pathspec.GitIgnoreSpec.from_lines(lines)
     except (ValueError, re.error):

@@ -26,7 +26,7 @@ async def list_directory(
         names = await in_thread(_entries, absolute)
     except PathError as error:
         return ToolOutput.error(str(error))
-    except NotADirectoryError:
+    except _NotAFolder:
         return ToolOutput.error(f"{path} is a file, not a directory: read it with read.")
     except OSError as error:
         return ToolOutput.error(describe_os_error(path, error, action="list"))
@@ -46,7 +46,14 @@ async def list_directory(
     return ToolOutput.of_text(body, ListDetails(absolute, len(names), truncated))
 
 
+class _NotAFolder(Exception):
+    """The path to list exists and is not a folder."""
+
+
 def _entries(directory: str) -> list[str]:
+    if not os.path.isdir(directory):
+        os.stat(directory)  # missing, or below a file: its OSError says which
+        raise _NotAFolder(directory)
     folders: list[str] = []
     files: list[str] = []
     with os.scandir(directory) as entries:

@@ -254,6 +254,8 @@ class RenameSpy:
 
     synced: set[int] = field(default_factory=set)  # inodes fsynced so far
     renames: list[tuple[str, str, bool]] = field(default_factory=list)  # src, dst, synced?
+    # In order: ("fsync", inode) and ("renamed into", inode of the destination's folder).
+    events: list[tuple[str, int]] = field(default_factory=list)
 
     def install(self, monkeypatch: pytest.MonkeyPatch) -> RenameSpy:
         for name in ("fsync", "fdatasync"):
@@ -266,6 +268,7 @@ class RenameSpy:
     def _sync(self, real: Callable[[int], None]) -> Callable[[int], None]:
         def sync(fd: int) -> None:
             self.synced.add(os.fstat(fd).st_ino)
+            self.events.append(("fsync", os.fstat(fd).st_ino))
             real(fd)
 
         return sync
@@ -275,6 +278,9 @@ class RenameSpy:
             inode = os.stat(src, follow_symlinks=False).st_ino
             self.renames.append((os.fspath(src), os.fspath(dst), inode in self.synced))
             real(src, dst, *args, **kwargs)
+            with contextlib.suppress(OSError):  # a name relative to a dir_fd: not followed
+                folder = os.stat(os.path.dirname(os.fspath(dst))).st_ino
+                self.events.append(("renamed into", folder))
 
         return rename
 
@@ -303,6 +309,13 @@ def test_the_temp_file_is_fsynced_then_renamed_in_the_same_directory(
     assert synced, (
         "invariant: the temp file's data reaches the disk before the rename: flush, then "
         "os.fsync the temp file, then os.replace; otherwise a crash can leave an empty file"
+    )
+    folder = ("renamed into", workspace.stat().st_ino)
+    last = max((i for i, event in enumerate(spy.events) if event == folder), default=-1)
+    assert ("fsync", folder[1]) in spy.events[last + 1 :], (
+        "invariant: the rename itself reaches the disk: after os.replace, fsync the target's "
+        "directory (os.open(folder, os.O_RDONLY | os.O_DIRECTORY), os.fsync, os.close), or a "
+        "crash may bring the old file back"
     )
     only_expected_files(workspace, {"f.txt"})
 
@@ -1391,10 +1404,11 @@ def start_writer(workspace: Path, mode: str) -> subprocess.Popen[str]:
 
 
 @pytest.mark.challenge
-@pytest.mark.parametrize("removable", [True, False], ids=["removable", "cannot-be-removed"])
+@pytest.mark.parametrize("case", ["removable", "cannot-be-removed", "live-writer-of-another-user"])
 def test_temp_files_of_killed_writers_are_removed(
-    workspace: Path, monkeypatch: pytest.MonkeyPatch, removable: bool
+    workspace: Path, monkeypatch: pytest.MonkeyPatch, case: str
 ) -> None:
+    removable = case != "cannot-be-removed"
     # The writers import picourse in processes of their own: the tools' code must be the
     # one this test runs beside (a grader reruns tests that patch the process there).
     monkeypatch.setenv("PICOURSE_WRITER_PROCESSES", "1")
@@ -1423,6 +1437,15 @@ def test_temp_files_of_killed_writers_are_removed(
 
             monkeypatch.setattr(os, "unlink", guarded(real_unlink))
             monkeypatch.setattr(os, "remove", guarded(real_remove))
+        if case == "live-writer-of-another-user":  # os.kill answers as it would for one
+            real_kill = os.kill
+
+            def kill(pid: int, signal: int) -> None:
+                if pid == live.pid and signal == 0:
+                    raise PermissionError(errno.EPERM, os.strerror(errno.EPERM))
+                real_kill(pid, signal)
+
+            monkeypatch.setattr(os, "kill", kill)
         out = call_now(create_coding_tools(workspace), "write", path="f.txt", content="mine\n")
         assert not out.is_error, (
             "invariant: a temp file that cannot be removed is no reason to fail the write. "
@@ -1435,7 +1458,8 @@ def test_temp_files_of_killed_writers_are_removed(
         )
         assert leaked <= present, (
             "invariant: only temp files of dead writers are removed; the live writer's temp "
-            "file must stay (os.kill(pid, 0) succeeds for a live process: keep its file). "
+            "file must stay (os.kill(pid, 0) succeeds for a live process, and raises "
+            "PermissionError for another user's: only ProcessLookupError means it is gone). "
             f"Gone: {sorted(leaked - present)}"
         )
         if removable:
@@ -1450,4 +1474,28 @@ def test_temp_files_of_killed_writers_are_removed(
     assert live.returncode == 0, (
         "invariant: looking for dead writers never disturbs a live process: os.kill(pid, 0) "
         f"only asks; the live writer ended with {live.returncode}: {errors}"
+    )
+
+
+@pytest.mark.parametrize("link", ["folder", "file"])
+def test_write_details_name_the_joined_path_not_the_resolved_one(
+    workspace: Path, link: str
+) -> None:
+    (workspace / "real").mkdir()
+    if link == "folder":
+        os.symlink("real", workspace / "alias")
+        path, target = "alias/f.txt", workspace / "real" / "f.txt"
+    else:
+        (workspace / "real" / "f.txt").write_text("old\n")
+        os.symlink("real/f.txt", workspace / "alias.txt")
+        path, target = "alias.txt", workspace / "real" / "f.txt"
+    out = call_now(create_coding_tools(workspace), "write", path=path, content="héllo\n")
+    assert not out.is_error, (
+        f"a write through a symlink inside the workspace succeeds: {text_of(out)}"
+    )
+    assert target.read_text() == "héllo\n"
+    assert out.details == WriteDetails(str(workspace / path), 7), (
+        "invariant: WriteDetails.path is what resolve_path returned (the working directory "
+        "joined with path, symlinks NOT resolved), as ReadDetails.path is; only the queue key "
+        f"is the real path. Expected {str(workspace / path)!r}, got {out.details!r}"
     )

@@ -384,14 +384,17 @@ class AbortsOnceLookedAt(AbortSignal):
             super().raise_if_aborted()
 
 
+@pytest.mark.parametrize("batch", ["applies", "would-fail"])
 @pytest.mark.parametrize("size", ["one-chunk", "many-chunks"])
 def test_an_abort_that_fires_after_the_first_check_still_stops_the_edit(
-    workspace: Path, size: str
+    workspace: Path, size: str, batch: str
 ) -> None:
     # Many chunks: an edit that reads in chunks looks at the signal again while it reads.
-    # One chunk: the read is over without another look, so only the look right before
-    # write_atomic can see the abort.
+    # One chunk: the read is over without another look, so the look before the batch (or,
+    # for a batch that applies, the one right before write_atomic) must see the abort. A
+    # batch that would fail must not hide the abort behind its "no match".
     lines = 120_000 if size == "many-chunks" else 0
+    old_text = "'hello '" if batch == "applies" else "not in the file"
     body = "".join(f"line {n:07d} of a long file\n" for n in range(lines))
     path = workspace / "app.py"
     path.write_text(SOURCE + body)
@@ -400,14 +403,16 @@ def test_an_abort_that_fires_after_the_first_check_still_stops_the_edit(
         call(
             create_coding_tools(workspace),
             "edit",
-            {"path": "app.py", "old_text": "'hello '", "new_text": "'hi '"},
+            {"path": "app.py", "old_text": old_text, "new_text": "'hi '"},
             signal=AbortsOnceLookedAt(),
         )
     )
-    assert out.is_error and "aborted" in text_of(out) and "app.py" in text_of(out), (
+    said = text_of(out)
+    assert out.is_error and "aborted" in said and "app.py" in said and "no match" not in said, (
         "invariant: an abort that fires after edit first checked the signal (while it reads "
-        "or applies the batch) still stops it: check the signal again while reading and right "
-        f"before write_atomic, and say 'aborted' and which file is unchanged. Got: {text_of(out)!r}"
+        "or applies the batch) still stops it: check the signal again while reading, before "
+        "the batch is applied and right before write_atomic, and say 'aborted' and which file "
+        f"is unchanged. Got: {said[:300]!r}"
     )
     unchanged(path, before, inode)
 
@@ -570,3 +575,27 @@ def test_every_result_names_the_file(workspace: Path, case: str) -> None:
         return
     assert out.is_error, f"{case}: expected an error result, got: {message!r}"
     assert snapshot(workspace) == before, f"{case}: a refused edit changes nothing"
+
+
+@pytest.mark.parametrize("link", ["folder", "file"])
+def test_edit_details_name_the_joined_path_not_the_resolved_one(workspace: Path, link: str) -> None:
+    (workspace / "real").mkdir()
+    (workspace / "real" / "app.py").write_text(SOURCE)
+    if link == "folder":
+        os.symlink("real", workspace / "alias")
+        path = "alias/app.py"
+    else:
+        os.symlink("real/app.py", workspace / "alias.py")
+        path = "alias.py"
+    out = call_now(
+        create_coding_tools(workspace), "edit", path=path, old_text="'hello '", new_text="'hi '"
+    )
+    assert not out.is_error, (
+        f"an edit through a symlink inside the workspace succeeds: {text_of(out)}"
+    )
+    assert (workspace / "real" / "app.py").read_text() == SOURCE.replace("'hello '", "'hi '")
+    assert out.details == EditDetails(str(workspace / path), len(SOURCE), len(SOURCE) - 3, 1), (
+        "invariant: EditDetails.path is what resolve_path returned (the working directory "
+        "joined with path, symlinks NOT resolved), as in WriteDetails and ReadDetails; only "
+        f"the queue key is the real path. Expected {str(workspace / path)!r}, got {out.details!r}"
+    )

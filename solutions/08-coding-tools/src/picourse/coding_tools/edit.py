@@ -80,6 +80,7 @@ async def edit_file(
 
     def read_and_apply() -> _Change:
         data = _read(key, path, signal, validate=not options.careful_edits)
+        _stop_if_aborted(signal, path)  # a batch that cannot apply must not hide an abort
         if options.ledger is not None:  # careful edits (8.9): read before edit
             refusal = options.ledger.verify(key, path, bytes(data))
             if refusal is not None:

@@ -108,11 +108,14 @@ class CommandScope:
 
     def _kill_pass(self, deadline: float) -> bool:
         """Kill what this pass finds; True unless the pass was quiet."""
+        # Look before killing: a process the group kill has hit no longer shows its
+        # environment (the marker), yet it exists until the kernel has torn it down.
+        seen = self._members()
         if self._cgroup is not None:
             with contextlib.suppress(OSError):
                 (self._cgroup / "cgroup.kill").write_text("1")
         self._signal_group(signals.SIGKILL)
-        victims = [pid for pid in self._members() if _send(pid, signals.SIGKILL)]
+        victims = [pid for pid in seen | self._members() if _send(pid, signals.SIGKILL)]
         for pid in victims:
             self._wait_dead(pid, deadline)
         return bool(victims) | self._child_died_unseen()

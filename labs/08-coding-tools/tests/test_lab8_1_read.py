@@ -748,16 +748,16 @@ def test_a_read_leaves_no_listener_on_the_signal(
 
 
 @pytest.mark.parametrize(
-    ("kind", "offset", "budget", "error"),
+    ("kind", "offset", "budget"),
     [
-        ("directory", 1, 48_000, "directory"),
-        ("fifo", 1, 48_000, "not a regular file"),
-        ("device", 1, 48_000, "not a regular file"),
-        ("text", 1, 48_000, None),
-        ("binary", 1, 48_000, "binary"),
-        ("latin1", 1, 48_000, "UTF-8"),
-        ("text", 9, 48_000, "beyond the end"),
-        ("text", 1, 5, "too small"),
+        ("directory", 1, 48_000),
+        ("fifo", 1, 48_000),
+        ("device", 1, 48_000),
+        ("text", 1, 48_000),
+        ("binary", 1, 48_000),
+        ("latin1", 1, 48_000),
+        ("text", 9, 48_000),
+        ("text", 1, 5),
     ],
     ids=[
         "directory",
@@ -771,12 +771,7 @@ def test_a_read_leaves_no_listener_on_the_signal(
     ],
 )
 def test_a_read_closes_every_descriptor_it_opened(
-    workspace: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    kind: str,
-    offset: int,
-    budget: int,
-    error: str | None,
+    workspace: Path, monkeypatch: pytest.MonkeyPatch, kind: str, offset: int, budget: int
 ) -> None:
     path = {"device": os.devnull}.get(kind, kind)
     if kind == "directory":
@@ -789,7 +784,7 @@ def test_a_read_closes_every_descriptor_it_opened(
     target = workspace / path
     before = descriptors_on(monkeypatch, target)
     out = call_now(tools(workspace, max_read_bytes=budget), "read", path=path, offset=offset)
-    assert out.is_error == (error is not None) and (error or "") in text_of(out), text_of(out)
+    assert out.is_error == ((kind, offset, budget) != ("text", 1, 48_000)), text_of(out)
     left = descriptors_on(monkeypatch, target) - before
     assert not left, (
         "invariant: nothing left behind: read closes the descriptor it opened on every path, "

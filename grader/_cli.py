@@ -21,7 +21,7 @@ from rich.text import Text
 
 from grader import _export, _sandbox, _signatures, _similarity
 from grader._grade import GradeOptions, OutputBusy, grade_submissions, release
-from grader._intake import InvalidSubmission, survey
+from grader._intake import InvalidSubmission, printable, survey
 from grader.model import SubmissionResult
 
 console = Console(highlight=False, soft_wrap=True)
@@ -170,11 +170,11 @@ def _grade(args: argparse.Namespace) -> int:
         console.print(
             f"{result.student:<28} {result.score:6.1f} / {result.max_score:g}  "
             f"bonus {result.bonus:g}  {result.status}"
-            + (f"  ({result.reason[:100]})" if result.reason else ""),
+            + (f"  ({printable(result.reason[:100])})" if result.reason else ""),
             markup=False,
         )
     for entry in skipped:
-        console.print(f"not graded: {entry.entry} ({entry.reason})", markup=False)
+        console.print(f"not graded: {entry.entry} ({printable(entry.reason)})", markup=False)
     console.print(
         f"Reports: {args.out / 'gradebook.csv'}, {args.out / 'report.html'}, "
         f"and per student under {args.out / 'submissions'}"

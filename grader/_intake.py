@@ -78,6 +78,9 @@ def discover(root: Path) -> list[Submission]:
     return survey(root)[0]
 
 
+MAX_NAME_BYTES = 200
+
+
 def survey(root: Path) -> tuple[list[Submission], list[Skipped]]:
     """One submission per student and a reason for every other entry of ``root``."""
     if not root.is_dir():
@@ -128,7 +131,7 @@ def _student_name(entry: Path) -> str | Skipped:
     except OSError as error:
         return Skipped(shown, f"cannot be read: {error.strerror}")
     if stat.S_ISDIR(mode):
-        return name
+        return _not_too_long(name, shown)
     if not stat.S_ISREG(mode):
         return Skipped(shown, "neither a folder nor a regular file")
     stem = archive_stem(name)
@@ -137,11 +140,30 @@ def _student_name(entry: Path) -> str | Skipped:
         return Skipped(shown, f"not a folder or a supported archive ({kinds})")
     if not stem or stem.startswith("."):
         return Skipped(shown, "an archive without a student name before its suffix")
-    return stem
+    return _not_too_long(stem, shown)
+
+
+def _not_too_long(student: str, shown: str) -> str | Skipped:
+    # The student's name names files of the output (with a suffix) and of the grader's
+    # records: it must leave room below the usual 255-byte limit of a file name.
+    if len(student.encode("utf-8")) > MAX_NAME_BYTES:
+        return Skipped(shown, f"the name is longer than {MAX_NAME_BYTES} bytes: shorten it")
+    return student
+
+
+def printable(text: str) -> str:
+    """``text`` safe to print on a terminal: control and format characters (an escape
+    sequence that moves the cursor or writes the clipboard) and undecodable bytes shown as
+    escapes."""
+    text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return "".join(
+        c.encode("unicode_escape").decode("ascii") if unicodedata.category(c)[0] == "C" else c
+        for c in text
+    )
 
 
 def _shown(entry: Path) -> str:
-    name = entry.name.encode("utf-8", "backslashreplace").decode("utf-8")
+    name = printable(entry.name)
     return name + "/" if entry.is_dir() else name
 
 

@@ -21,12 +21,14 @@ tests/grader/test_similarity.py.
 from __future__ import annotations
 
 import argparse
+import html
+import itertools
 import json
 import os
 import shutil
 import tempfile
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -70,7 +72,8 @@ def find_similar(
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="similarity-") as scratch_dir:
         scratch = Path(scratch_dir)
-        students = _collect(lab, submissions, scratch / "students")
+        folders = _collect(lab, submissions, scratch / "students")
+        students = list(folders.values())
         module_names = sorted({p.name for p in (scratch / "students").glob("*/*.py")})
         # One detector per module, in parallel: modules are only compared with their
         # namesakes, and tokenising is most of the work.
@@ -82,7 +85,11 @@ def find_similar(
                 [out] * len(module_names),
                 [threshold] * len(module_names),
             )
-            pairs = [pair for module_pairs in found for pair in module_pairs]
+            pairs = [
+                replace(pair, first=folders[pair.first], second=folders[pair.second])
+                for module_pairs in found
+                for pair in module_pairs
+            ]
     pairs.sort(key=lambda p: (-p.score, p.first, p.second, p.module))
     (out / "similarity.json").write_text(
         json.dumps(
@@ -138,9 +145,11 @@ def _compare_module(module: str, scratch: Path, out: Path, threshold: float) -> 
     return pairs
 
 
-def _collect(lab: Lab, submissions: Path, into: Path) -> list[str]:
-    """Each student's changed lab modules as students/<name>/<module file name>."""
-    students = []
+def _collect(lab: Lab, submissions: Path, into: Path) -> dict[str, str]:
+    """Each student's changed lab modules as students/<folder>/<module file name>; the
+    folders and the students they hold. copydetect writes folder names into its HTML
+    unescaped: a name that HTML would read as markup gets a neutral folder instead."""
+    found: list[tuple[str, dict[str, bytes]]] = []
     for submission in discover(submissions):
         with tempfile.TemporaryDirectory(prefix="unpack-") as unpack:
             try:
@@ -152,13 +161,18 @@ def _collect(lab: Lab, submissions: Path, into: Path) -> list[str]:
             for module, content in modules.items()
             if content != (SCAFFOLD / "template" / module).read_bytes()
         }
-        if not changed:
-            continue
-        folder = into / submission.student
+        if changed:
+            found.append((submission.student, changed))
+    taken = {student for student, _ in found}
+    neutral = (f"student-{n}" for n in itertools.count(1) if f"student-{n}" not in taken)
+    students: dict[str, str] = {}
+    for student, changed in found:
+        name = student if html.escape(student) == student else next(neutral)
+        folder = into / name
         folder.mkdir(parents=True)
         for module, content in changed.items():
             (folder / Path(module).name).write_bytes(content)
-        students.append(submission.student)
+        students[name] = student
     return students
 
 

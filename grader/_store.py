@@ -93,7 +93,8 @@ def _key(path: Path) -> bytes:
 
 
 def _write_private(path: Path, data: bytes) -> None:
-    temporary = path.with_name(f".{path.name}.{secrets.token_hex(4)}")
+    # Of a fixed length: the final name may already be near the file system's limit.
+    temporary = path.with_name(f".tmp-{secrets.token_hex(8)}")
     try:
         fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         with os.fdopen(fd, "wb") as file:

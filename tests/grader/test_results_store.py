@@ -102,3 +102,13 @@ def test_release_refuses_what_it_cannot_vouch_for(
     store.result_path("ben").write_text(text.replace('"score": 5', '"score": 20'))
     assert main(["release", "ben", "--out", str(tmp_path)]) == 2
     assert "grade it first" in capsys.readouterr().err, "an edited result is not the grader's"
+
+
+def test_a_result_of_the_longest_graded_name_is_sealed_and_held(tmp_path: Path) -> None:
+    # The grader's own files add a prefix or a suffix to the student's name: with 200 bytes
+    # (the longest name intake grades) they stay within the usual 255-byte file name limit.
+    store = ResultStore(tmp_path)
+    name = "é" * 100
+    written(store, result(name))
+    store.hold(name, result(name))
+    assert store.load(name) is not None and store.held(name) is not None

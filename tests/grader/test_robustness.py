@@ -30,7 +30,7 @@ import pytest
 from coursekit import load_lab
 from coursekit.layout import COURSE_ROOT, solution_root
 from grader import GradeOptions, _export, _grade, _sandbox, grade_submissions
-from grader._intake import InvalidSubmission, Submission, lab_modules, survey
+from grader._intake import InvalidSubmission, Submission, lab_modules, printable, survey
 from grader._sandbox._channel import read_lines
 from grader.model import REASON_LIMIT, StageScore, SubmissionResult, TestResult
 from grader.report import gradebook, gradescope, junit, write_class_reports
@@ -652,3 +652,32 @@ def test_setup_sh_stops_with_a_clear_message_when_no_recent_python_comes(tmp_pat
     assert code != 0
     assert "no Python >= 3.11" in stderr
     assert " -m venv" not in log, "no venv is built on an interpreter that is too old"
+
+
+def test_a_name_too_long_for_the_output_is_not_graded_and_the_rest_are(tmp_path: Path) -> None:
+    # The student's name names files of the output with a suffix: 250 bytes would pass the
+    # file system's limit of 255 there and used to stop the whole run.
+    root = tmp_path / "subs"
+    root.mkdir()
+    (root / ("A" * 250)).mkdir()
+    (root / ("B" * 250 + ".zip")).write_bytes(b"PK")
+    (root / ("é" * 100)).mkdir()  # 200 bytes: the longest name that is graded
+    found, skipped = survey(root)
+    assert [s.student for s in found] == ["é" * 100]
+    assert {s.entry: s.reason for s in skipped} == {
+        "A" * 250 + "/": "the name is longer than 200 bytes: shorten it",
+        "B" * 250 + ".zip": "the name is longer than 200 bytes: shorten it",
+    }
+
+
+def test_names_and_reasons_reach_the_terminal_without_escape_sequences(tmp_path: Path) -> None:
+    root = tmp_path / "subs"
+    root.mkdir()
+    clipboard = "\x1b]52;c;cm0gLXJmIH4=\x1b\\\x1b[1A\x1b[2K"  # write the clipboard, erase a line
+    (root / f"evil{clipboard}.7z").write_bytes(b"7z")
+    _, skipped = survey(root)
+    assert [s.entry for s in skipped] == ["evil\\x1b]52;c;cm0gLXJmIH4=\\x1b\\\\x1b[1A\\x1b[2K.7z"]
+    # What the CLI prints of a reason (a path inside a submission, say) goes the same way.
+    assert printable(f"a link: src/{clipboard}\u202e") == (
+        "a link: src/\\x1b]52;c;cm0gLXJmIH4=\\x1b\\\\x1b[1A\\x1b[2K\\u202e"
+    )

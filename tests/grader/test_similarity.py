@@ -111,3 +111,20 @@ def test_independent_implementations_and_starter_code_are_not_flagged(tmp_path: 
         shutil.copytree(COURSE_ROOT / "scaffold" / "template" / "src", submissions / name / "src")
     pairs = find_similar(submissions, tmp_path / "out")
     assert pairs == [], f"independent work flagged as similar: {pairs}"
+
+
+@pytest.mark.skipif(not SOLUTION.is_dir(), reason="needs the reference solution")
+def test_a_name_that_is_markup_never_reaches_the_report_as_markup(tmp_path: Path) -> None:
+    # copydetect writes the folder names into its HTML as they are.
+    markup = "<img src=x onerror=alert(1)>"
+    submissions = tmp_path / "subs"
+    for name in ("alice", markup, "student-1"):
+        student(submissions, name, solution_sources("read.py"))
+    pairs = find_similar(submissions, tmp_path / "out", jobs=1)
+    found = {frozenset((p.first, p.second)) for p in pairs}
+    assert found == {
+        frozenset(pair)
+        for pair in [("alice", markup), ("alice", "student-1"), (markup, "student-1")]
+    }, "the pairs name the students, whatever folder copydetect saw"
+    report = (tmp_path / "out" / "similarity-read.html").read_text(encoding="utf-8")
+    assert "onerror" not in report and "alice" in report and "student-2" in report

@@ -137,6 +137,9 @@ class _Connection:
                     number = int(message["call"])
                     task = asyncio.create_task(self._run(number, message))
                     self.calls[number] = task
+                    # Let the call start before the next frame is read: an abort the judge
+                    # sent after the call must find it running, as it did in the judge.
+                    await asyncio.sleep(0)
                 elif op == "cancel":
                     task_or_none = self.calls.get(int(message["call"]))
                     if task_or_none is not None:

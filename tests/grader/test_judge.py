@@ -133,6 +133,27 @@ def test_patching_or_measuring_the_judge_marks_the_test_for_the_host() -> None:
     needs_host.raised.clear()
 
 
+def test_a_signal_the_test_watches_marks_the_test_for_the_host() -> None:
+    # Only the host's copy of a signal sees how the student's code uses it: a listener it
+    # keeps, or the looks a signal counts. A plain signal crosses as it is.
+    from grader._judge.remote import codec
+    from picourse.abort import AbortController, AbortSignal
+
+    class Counting(AbortSignal):
+        pass
+
+    wrapped = AbortController().signal
+    wrapped.add_listener = lambda callback: lambda: None  # type: ignore[method-assign]
+    for watched in (Counting(), wrapped):
+        needs_host.raised.clear()
+        with pytest.raises(needs_host.NeedsHost):
+            codec.encode_signal(watched)
+        assert needs_host.raised
+    needs_host.raised.clear()
+    assert codec.encode_signal(AbortController().signal) is not None
+    assert not needs_host.raised
+
+
 _FIXTURE_THAT_PATCHES = """
 import pytest
 

@@ -193,6 +193,33 @@ def descriptors_on(monkeypatch: pytest.MonkeyPatch, target: str | os.PathLike[st
     return found
 
 
+class AbortsOnceLookedAt(AbortSignal):
+    """A signal that fires right after its first look: the person presses stop just after the
+    tool has checked it once (before reading), while it reads or applies its batch. The
+    grader runs a test with a signal of its own where the tools run."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._looked = False
+
+    def _look(self) -> None:
+        if not self._looked:
+            self._looked = True
+            self._abort("user pressed stop")
+
+    @property
+    def aborted(self) -> bool:
+        was = super().aborted
+        self._look()
+        return was
+
+    def raise_if_aborted(self) -> None:
+        was = super().aborted
+        self._look()
+        if was:
+            super().raise_if_aborted()
+
+
 def call_now(tools: ToolRegistry, name: str, **arguments: Any) -> ToolOutput:
     return run(call(tools, name, arguments))
 

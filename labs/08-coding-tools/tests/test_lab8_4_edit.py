@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from lab_helpers import (
+    AbortsOnceLookedAt,
     call,
     call_now,
     fifo_target,
@@ -21,7 +22,7 @@ from lab_helpers import (
     snapshot,
     text_of,
 )
-from picourse.abort import AbortController, AbortSignal
+from picourse.abort import AbortController
 from picourse.coding_tools import DEFAULT_MUTATION_QUEUE, EditDetails, create_coding_tools
 from picourse.tool import ToolOutput
 from queue_probe import QueueProbe, hold_lane
@@ -356,32 +357,6 @@ def test_an_aborted_edit_changes_nothing(
         "before and while reading (before the batch is applied) and again before write_atomic"
     )
     unchanged(app, before, inode)
-
-
-class AbortsOnceLookedAt(AbortSignal):
-    """A signal that fires right after its first look: the person presses stop just after the
-    edit has checked it once (before reading), while the edit reads or applies its batch."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._looked = False
-
-    def _look(self) -> None:
-        if not self._looked:
-            self._looked = True
-            self._abort("user pressed stop")
-
-    @property
-    def aborted(self) -> bool:
-        was = super().aborted
-        self._look()
-        return was
-
-    def raise_if_aborted(self) -> None:
-        was = super().aborted
-        self._look()
-        if was:
-            super().raise_if_aborted()
 
 
 @pytest.mark.parametrize("batch", ["applies", "would-fail"])

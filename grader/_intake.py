@@ -249,6 +249,20 @@ def _read_module(practice: Path, module: str) -> bytes | None:
     return content
 
 
+MAX_DEPTH = 100  # folders below the submission: far past any project, far below recursion limits
+
+
+def check_depth(root: Path | str, folder: str) -> None:
+    """Refuse a folder nested deeper than MAX_DEPTH below ``root`` (os.walk recurses: a
+    deep enough tree would end in RecursionError instead of a reason)."""
+    depth = len(Path(folder).relative_to(root).parts)
+    if depth > MAX_DEPTH:
+        raise InvalidSubmission(
+            f"folders are nested more than {MAX_DEPTH} deep; submit the practice directory "
+            "without them"
+        )
+
+
 def _walk(root: Path) -> list[tuple[str, Path, int]]:
     """Every file of a directory submission (relative name, path, size), links not followed,
     hidden and tool folders (.git, .venv, __pycache__) left out; refuses what cannot be read."""
@@ -261,6 +275,7 @@ def _walk(root: Path) -> list[tuple[str, Path, int]]:
 
     found = []
     for folder, dirs, files in os.walk(root, onerror=refuse):
+        check_depth(root, folder)
         dirs[:] = sorted(d for d in dirs if not _skipped_dir(d))
         for name in sorted(files):
             path = Path(folder, name)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from grader._intake import InvalidSubmission
+from grader._intake import InvalidSubmission, check_depth
 
 
 def refuse_links(source: Path) -> None:
@@ -20,6 +20,7 @@ def refuse_links(source: Path) -> None:
         raise InvalidSubmission(f"cannot list {error.filename}: {error.strerror}")
 
     for root, dirs, files in os.walk(source, onerror=unreadable):
+        check_depth(source, root)
         for name in [*dirs, *files]:
             path = Path(root, name)
             if path.is_symlink():

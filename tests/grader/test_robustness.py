@@ -31,6 +31,7 @@ from coursekit import load_lab
 from coursekit.layout import COURSE_ROOT, solution_root
 from grader import GradeOptions, _export, _grade, _sandbox, grade_submissions
 from grader._intake import InvalidSubmission, Submission, lab_modules, printable, survey
+from grader._links import refuse_links
 from grader._sandbox._channel import read_lines
 from grader.model import REASON_LIMIT, StageScore, SubmissionResult, TestResult
 from grader.report import gradebook, gradescope, junit, write_class_reports
@@ -681,3 +682,19 @@ def test_names_and_reasons_reach_the_terminal_without_escape_sequences(tmp_path:
     assert printable(f"a link: src/{clipboard}\u202e") == (
         "a link: src/\\x1b]52;c;cm0gLXJmIH4=\\x1b\\\\x1b[1A\\x1b[2K\\u202e"
     )
+
+
+def test_folders_nested_too_deep_are_a_reason_not_a_crash(tmp_path: Path) -> None:
+    # os.walk recurses: about 1000 levels used to end in RecursionError, graded as `error`
+    # and, once a result was stored, stopping the next run before it graded anyone. Past
+    # 100 levels is refused with a reason.
+    root = tmp_path / "subs"
+    practice(root / "deep")
+    folder = root / "deep" / "notes"
+    folder.mkdir()
+    (folder / "/".join(["d"] * 150)).mkdir(parents=True)  # deeper than 100 is refused
+    (submission,), _ = survey(root)
+    with pytest.raises(InvalidSubmission, match="nested more than 100 deep"):
+        refuse_links(submission.source)
+    with pytest.raises(InvalidSubmission, match="nested more than 100 deep"):
+        submission.digest()

@@ -88,8 +88,12 @@ def compute_signatures(
             progress(mutant, found)
         return found
 
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+    pool = ThreadPoolExecutor(max_workers=max(1, jobs))
+    try:
         results = list(pool.map(failing, mutants))
+    finally:
+        # Stopped (Ctrl-C, SIGTERM): the runs under way end and reap; none starts.
+        pool.shutdown(wait=True, cancel_futures=True)
     signatures: dict[str, dict[str, list[str]]] = {s.id: {} for s in lab.stages}
     for mutant, found in zip(mutants, results, strict=True):
         signatures[mutant.stage][mutant.name] = found

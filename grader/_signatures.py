@@ -9,6 +9,8 @@ two cores.
 from __future__ import annotations
 
 import argparse
+import signal
+from types import FrameType
 
 from rich.console import Console
 
@@ -27,6 +29,10 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def run(args: argparse.Namespace) -> int:
     console = Console(highlight=False, markup=False)
     lab = load_lab(args.chapter)
+    # Stopped from outside, end like Ctrl-C: the lab runs under way finish and reap what
+    # they started, instead of dying with this process and leaving their tests' children.
+    for stop in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(stop, _stop)
 
     def progress(mutant: Mutant, failing: list[str]) -> None:
         console.print(f"{mutant.stage} {mutant.name}: fails {len(failing)} test(s)")
@@ -41,3 +47,7 @@ def run(args: argparse.Namespace) -> int:
         console.print(f"No test fails for: {', '.join(survivors)} (a missing test).")
         return 1
     return 0
+
+
+def _stop(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt

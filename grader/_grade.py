@@ -30,8 +30,7 @@ from coursekit.lab import Lab, load_lab
 from coursekit.layout import SCAFFOLD
 from grader import _sandbox
 from grader._diagnosis import Diagnoser
-from grader._intake import InvalidSubmission, Submission, lab_modules, survey
-from grader._links import refuse_links
+from grader._intake import InvalidSubmission, Submission, survey, take
 from grader._run_records import check_the_judge, host_ended, judge_interrupted, run_flags
 from grader._scan import ScanReport, scan
 from grader._scoring import InventoryItem, collect_inventory, score
@@ -220,9 +219,7 @@ class _Session:
         digest = ""  # a refused submission is looked at again on every run
         for attempt in (1, 2):
             try:
-                refuse_links(submission.source)
-                digest = submission.digest()
-                result, credited = self._attempt(submission)
+                result, credited, digest = self._attempt(submission)
                 if credited is not None:
                     credited.input_digest, credited.grading_key = digest, self.key
                     self.store.hold(submission.student, credited)
@@ -247,13 +244,17 @@ class _Session:
         result.seconds = round(time.monotonic() - started, 2)
         return result
 
-    def _attempt(self, submission: Submission) -> tuple[SubmissionResult, SubmissionResult | None]:
+    def _attempt(
+        self, submission: Submission
+    ) -> tuple[SubmissionResult, SubmissionResult | None, str]:
+        """The result, the credit held for review, and the digest of what was graded."""
         # A random name: a student's name never reaches a path the job sees (PYTHONPATH).
         scratch = Path(tempfile.mkdtemp(prefix="job-", dir=self.staging))
         try:
             scratch.chmod(0o711)
+            taken = take(submission, self.lab, scratch)  # read once, by descriptors
             with self.users.user() as user:
-                return self._grade(submission, scratch, user)
+                return (*self._grade(submission, taken.modules, scratch, user), taken.digest)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
 
@@ -265,10 +266,13 @@ class _Session:
         return result
 
     def _grade(
-        self, submission: Submission, scratch: Path, user: _sandbox.JobUser | None
+        self,
+        submission: Submission,
+        modules: dict[str, bytes],
+        scratch: Path,
+        user: _sandbox.JobUser | None,
     ) -> tuple[SubmissionResult, SubmissionResult | None]:
         """The result, and for a flagged run the credit it earned, held for review."""
-        modules = lab_modules(submission, self.lab, scratch)
         findings = _scan(modules)
         flags = list(findings.verdict)
         limits = self.options.limits

@@ -1,22 +1,21 @@
 """Find submissions and take only the student's lab modules, reading within bounds.
 
 Every entry of the submissions folder is accounted for: a submission, or a skipped entry with
-the reason. Directory submissions are read without following links; archives are unpacked by
-:mod:`grader._unpack`.
+the reason. Directory submissions are read by descriptors, never through a link
+(:mod:`grader._tree`); archives are copied once and unpacked by :mod:`grader._unpack`.
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
 import stat
 import unicodedata
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NoReturn
 
 from coursekit.lab import Lab
+from grader._tree import MAX_MODULE_BYTES, open_archive, read_tree
 from grader._unpack import (
     ARCHIVE_SUFFIXES,
     MAX_FILES,
@@ -28,22 +27,14 @@ from grader._unpack import (
 )
 from grader.model import Skipped
 
-MAX_MODULE_BYTES = 1 << 20
-_SKIPPED_DIRS = {"__pycache__", "venv", "node_modules"}  # and every hidden folder
-
-
-def _skipped_dir(name: str) -> bool:
-    """A hidden or tool folder: never searched for the practice directory, never digested.
-    One rule for both, or a rerun could skip a changed submission that lives in one."""
-    return name in _SKIPPED_DIRS or name.startswith(".")
-
-
 __all__ = [
     "InvalidSubmission",
     "Submission",
+    "Taken",
     "discover",
     "lab_modules",
     "survey",
+    "take",
 ]
 
 
@@ -62,14 +53,14 @@ class Submission:
         Streams and bounds what it reads; raises InvalidSubmission for what cannot be read."""
         if self.refused:
             raise InvalidSubmission(self.refused)
+        if not self.is_archive:
+            return read_tree(self.source, keep=lambda _: False).digest
         hasher = hashlib.sha256()
-        if self.is_archive:
-            _hash_file(hasher, self.source, MAX_STREAM_BYTES, "the archive")
-            return hasher.hexdigest()
-        for relative, path, size in _walk(self.source):
-            hasher.update(f"{relative}\0{size}\0".encode("utf-8", "surrogateescape"))
-            if PACKAGE.as_posix() in relative:
-                _hash_file(hasher, path, MAX_MODULE_BYTES, relative)
+        with open_archive(self.source) as archive:
+            left = MAX_STREAM_BYTES  # a longer archive is refused when graded
+            while left > 0 and (chunk := archive.read(min(1 << 16, left))):
+                hasher.update(chunk)
+                left -= len(chunk)
         return hasher.hexdigest()
 
 
@@ -167,150 +158,89 @@ def _shown(entry: Path) -> str:
     return name + "/" if entry.is_dir() else name
 
 
-def lab_modules(submission: Submission, lab: Lab, scratch: Path) -> dict[str, bytes]:
-    """The student's version of each lab module it has (the rest stays a stub)."""
+@dataclass(frozen=True)
+class Taken:
+    """What grading reads of a submission, in one pass: the digest is of the same bytes as
+    the modules."""
+
+    digest: str
+    modules: dict[str, bytes]  # the student's version of each lab module it has
+
+
+def take(submission: Submission, lab: Lab, scratch: Path) -> Taken:
+    """Read ``submission`` once (see :mod:`grader._tree`); raises InvalidSubmission."""
     if submission.refused:
         raise InvalidSubmission(submission.refused)
-    root = submission.source
+    modules = set(lab.lab_modules)
     if submission.is_archive:
+        digest, root = _unpacked(submission, scratch)
+    else:
+        digest, root = "", submission.source
+    tree = read_tree(root, keep=lambda path: _is_candidate(path, modules))
+    practice = _practice_root(tree.folders)
+    found = {}
+    for module in lab.lab_modules:
+        path = f"{practice}/{module}" if practice else module
+        if path in tree.special:
+            raise InvalidSubmission(f"{module} is not a regular file")
+        content = tree.kept.get(path)
+        if content is None:
+            continue
+        if len(content) > MAX_MODULE_BYTES:
+            raise InvalidSubmission(f"{module} is larger than {MAX_MODULE_BYTES} bytes")
+        found[module] = content
+    return Taken(digest or tree.digest, found)
+
+
+def lab_modules(submission: Submission, lab: Lab, scratch: Path) -> dict[str, bytes]:
+    """The student's version of each lab module it has (the rest stays a stub)."""
+    return take(submission, lab, scratch).modules
+
+
+def _unpacked(submission: Submission, scratch: Path) -> tuple[str, Path]:
+    """The archive's digest and the folder it was unpacked into. It is copied once, and that
+    copy is digested and unpacked: the student's file can change meanwhile, the graded
+    bytes cannot. The copy's name is neutral (a student's name never reaches a path a job
+    sees)."""
+    name = submission.source.name
+    copy = scratch / ("submitted" + name[len(archive_stem(name) or "") :])
+    hasher = hashlib.sha256()
+    try:
+        with open_archive(submission.source) as source, open(copy, "xb") as sink:
+            while chunk := source.read(1 << 16):
+                if sink.tell() + len(chunk) > MAX_STREAM_BYTES:
+                    raise InvalidSubmission(
+                        f"the archive is larger than {MAX_STREAM_BYTES >> 20} MiB"
+                    )
+                hasher.update(chunk)
+                sink.write(chunk)
         root = scratch / "unpacked"
         root.mkdir()
-        unpack(submission.source, root)
-    practice = _practice_root(root)
-    modules = {}
-    for module in lab.lab_modules:
-        content = _read_module(practice, module)
-        if content is not None:
-            modules[module] = content
-    return modules
+        unpack(copy, root, shown=name)
+    finally:
+        copy.unlink(missing_ok=True)
+    return hasher.hexdigest(), root
 
 
-def _practice_root(root: Path) -> Path:
-    """The folder holding src/picourse/coding_tools, at the top or a few levels down, reached
-    without following a link."""
-    level = [root]
+def _is_candidate(path: str, modules: set[str]) -> bool:
+    """A file that is one of ``modules`` in a folder at most three levels down."""
+    parts = path.split("/")
+    return any("/".join(parts[depth:]) in modules for depth in range(min(3, len(parts) - 1) + 1))
+
+
+def _practice_root(folders: set[str]) -> str:
+    """The folder holding src/picourse/coding_tools, at the top or a few levels down."""
+    level = [""]
     for _ in range(3):
         for candidate in level:
-            if _real_dir(candidate / PACKAGE, within=candidate):
+            if (f"{candidate}/{PACKAGE}" if candidate else str(PACKAGE)) in folders:
                 return candidate
-        level = [child for parent in level for child in _real_dirs(parent)][:MAX_FILES]
+        level = sorted(
+            folder
+            for folder in folders
+            if folder and folder.rpartition("/")[0] in level and folder not in level
+        )[:MAX_FILES]
     raise InvalidSubmission(
         f"no {PACKAGE}/ found (hidden and tool folders such as .git/ or venv/ are not "
         "searched): submit the practice directory"
     )
-
-
-def _real_dirs(parent: Path) -> list[Path]:
-    try:
-        with os.scandir(parent) as entries:
-            return sorted(
-                Path(e.path)
-                for e in entries
-                if e.is_dir(follow_symlinks=False) and not _skipped_dir(e.name)
-            )[:MAX_FILES]
-    except OSError as error:
-        raise InvalidSubmission(f"cannot read {parent.name}/: {error.strerror}") from None
-
-
-def _real_dir(path: Path, within: Path) -> bool:
-    """A directory, and no link on the way to it from ``within``."""
-    current = within
-    for part in path.relative_to(within).parts:
-        current = current / part
-        try:
-            if not stat.S_ISDIR(current.lstat().st_mode):
-                return False
-        except FileNotFoundError:
-            return False
-        except OSError as error:
-            raise InvalidSubmission(f"cannot read {part}: {error.strerror}") from None
-    return True
-
-
-def _read_module(practice: Path, module: str) -> bytes | None:
-    path = practice / module
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except FileNotFoundError:
-        return None
-    except OSError as error:
-        if path.is_symlink():
-            raise InvalidSubmission(f"{module} is a symbolic link; submit the file") from None
-        raise InvalidSubmission(f"cannot read {module}: {error.strerror}") from None
-    with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(handle.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise InvalidSubmission(f"{module} is not a regular file")
-        if info.st_size > MAX_MODULE_BYTES:
-            raise InvalidSubmission(f"{module} is larger than {MAX_MODULE_BYTES} bytes")
-        content = handle.read(MAX_MODULE_BYTES + 1)
-    if len(content) > MAX_MODULE_BYTES:
-        raise InvalidSubmission(f"{module} is larger than {MAX_MODULE_BYTES} bytes")
-    return content
-
-
-MAX_DEPTH = 100  # folders below the submission: far past any project, far below recursion limits
-
-
-def check_depth(root: Path | str, folder: str) -> None:
-    """Refuse a folder nested deeper than MAX_DEPTH below ``root`` (os.walk recurses: a
-    deep enough tree would end in RecursionError instead of a reason)."""
-    depth = len(Path(folder).relative_to(root).parts)
-    if depth > MAX_DEPTH:
-        raise InvalidSubmission(
-            f"folders are nested more than {MAX_DEPTH} deep; submit the practice directory "
-            "without them"
-        )
-
-
-def _walk(root: Path) -> list[tuple[str, Path, int]]:
-    """Every file of a directory submission (relative name, path, size), links not followed,
-    hidden and tool folders (.git, .venv, __pycache__) left out; refuses what cannot be read."""
-
-    def refuse(error: OSError) -> NoReturn:
-        raise InvalidSubmission(
-            f"cannot read {_relative(root, error.filename)}: {error.strerror}; make it readable "
-            "or leave it out, then grade again"
-        )
-
-    found = []
-    for folder, dirs, files in os.walk(root, onerror=refuse):
-        check_depth(root, folder)
-        dirs[:] = sorted(d for d in dirs if not _skipped_dir(d))
-        for name in sorted(files):
-            path = Path(folder, name)
-            try:
-                info = path.lstat()
-            except OSError as error:
-                refuse(error)
-            if not stat.S_ISREG(info.st_mode):
-                continue  # links and special files are never read; lab_modules refuses them
-            if not os.access(path, os.R_OK):
-                raise InvalidSubmission(
-                    f"cannot read {_relative(root, path)}: permission denied; make it readable "
-                    "or leave it out, then grade again"
-                )
-            found.append((path.relative_to(root).as_posix(), path, info.st_size))
-            if len(found) > MAX_FILES:
-                raise InvalidSubmission(f"the submission holds more than {MAX_FILES} files")
-    return found
-
-
-def _relative(root: Path, path: str | os.PathLike[str] | None) -> str:
-    try:
-        return Path(path or root).relative_to(root).as_posix() or "."
-    except ValueError:
-        return str(path)
-
-
-def _hash_file(hasher: hashlib._Hash, path: Path, limit: int, shown: str) -> None:
-    """Hash at most ``limit`` bytes of ``path``, in chunks; a longer file is hashed by its
-    start and its size (it is refused when graded)."""
-    try:
-        with open(path, "rb") as handle:
-            left = limit
-            while left > 0 and (chunk := handle.read(min(1 << 16, left))):
-                hasher.update(chunk)
-                left -= len(chunk)
-    except OSError as error:
-        raise InvalidSubmission(f"cannot read {shown}: {error.strerror}") from None

@@ -40,14 +40,16 @@ def archive_stem(name: str) -> str | None:
     return None
 
 
-def unpack(archive: Path, target: Path) -> None:
+def unpack(archive: Path, target: Path, shown: str = "") -> None:
     """Unpack the entries under a ``src/picourse/coding_tools`` folder (the rest is never
-    graded), after checking every entry of the archive."""
+    graded), after checking every entry of the archive. ``shown``: the archive's name in
+    reasons (the submitted name of a copy)."""
+    shown = shown or archive.name
     try:
         if archive.stat().st_size > MAX_STREAM_BYTES:
             raise InvalidSubmission(f"the archive is larger than {MAX_STREAM_BYTES >> 20} MiB")
-        if archive.name.lower().endswith(".zip"):
-            _unpack_zip(archive, target)
+        if shown.lower().endswith(".zip"):
+            _unpack_zip(archive, target, shown)
         else:
             _unpack_tar(archive, target)
     except (
@@ -61,11 +63,11 @@ def unpack(archive: Path, target: Path) -> None:
         zlib.error,
         lzma.LZMAError,
     ) as error:
-        raise InvalidSubmission(f"cannot unpack {archive.name}: {error}") from None
+        raise InvalidSubmission(f"cannot unpack {shown}: {error}") from None
     except OSError as error:
         if error.errno in _HOST_ERRNOS:
             raise
-        raise InvalidSubmission(f"cannot unpack {archive.name}: {error}") from None
+        raise InvalidSubmission(f"cannot unpack {shown}: {error}") from None
 
 
 def _entry_path(name: str) -> PurePosixPath | None:
@@ -86,7 +88,7 @@ def _wanted(path: PurePosixPath) -> bool:
     )
 
 
-def _zip_entry_count(archive: Path) -> int:
+def _zip_entry_count(archive: Path, shown: str) -> int:
     """The count the end-of-central-directory record declares, read before zipfile loads the
     whole central directory into memory."""
     with open(archive, "rb") as handle:
@@ -96,15 +98,15 @@ def _zip_entry_count(archive: Path) -> int:
         tail = handle.read()
     at = tail.rfind(b"PK\x05\x06")
     if at < 0 or len(tail) - at < 22:
-        raise InvalidSubmission(f"cannot unpack {archive.name}: no end-of-archive record")
+        raise InvalidSubmission(f"cannot unpack {shown}: no end-of-archive record")
     _, _, _, _, entries, directory_size, _, _ = struct.unpack("<4s4H2LH", tail[at : at + 22])
     if entries == 0xFFFF or directory_size == 0xFFFFFFFF:  # a zip64 archive: far too big here
         raise InvalidSubmission(f"archive holds more than {MAX_FILES} entries")
     return int(entries)
 
 
-def _unpack_zip(archive: Path, target: Path) -> None:
-    if _zip_entry_count(archive) > MAX_FILES:
+def _unpack_zip(archive: Path, target: Path, shown: str) -> None:
+    if _zip_entry_count(archive, shown) > MAX_FILES:
         raise InvalidSubmission(f"archive holds more than {MAX_FILES} entries")
     total = 0
     with zipfile.ZipFile(archive) as bundle:

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import hashlib
+import os
 import shutil
 import tarfile
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from coursekit import load_lab
 from coursekit.layout import solution_root
-from grader import GradeOptions, grade_submissions
-from grader._intake import InvalidSubmission, Submission, discover, lab_modules
+from grader import GradeOptions, _tree, grade_submissions
+from grader._intake import InvalidSubmission, Submission, discover, lab_modules, take
 from grader._scan import scan, suspicious
 from tests.grader.graded_class import gradebook, solved_modules
 
@@ -105,6 +108,80 @@ def test_a_symlinked_module_in_a_directory_is_invalid(tmp_path: Path) -> None:
     scratch.mkdir()
     with pytest.raises(InvalidSubmission, match="symbolic link"):
         lab_modules(Submission("bob", tmp_path / "subs" / "bob"), LAB, scratch)
+
+
+SECRET = b"TOP SECRET: what this student cannot read\n"
+
+
+@pytest.mark.parametrize("swapped", ["src", "read.py"])
+def test_a_name_swapped_for_a_link_while_it_is_read_is_never_followed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, swapped: str
+) -> None:
+    """The student's folder can change while the grader (often root) reads it: a folder or
+    module looked at as real and then exchanged for a link (renameat2 does it in one step)
+    must not be read through. The swap happens exactly between the look and the open."""
+    secret = tmp_path / "secret"
+    (secret / "src" / "picourse" / "coding_tools").mkdir(parents=True)
+    (secret / READ).write_bytes(SECRET)
+    student = tmp_path / "subs" / "mallory"
+    (student / READ).parent.mkdir(parents=True)
+    (student / READ).write_bytes(b"# the student's own read\n")
+    real_open = os.open
+    swaps: list[Path] = []
+
+    def open_after_a_swap(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        if path == swapped and kwargs.get("dir_fd") is not None and not swaps:
+            place = student / ("src" if swapped == "src" else READ)
+            place.rename(place.with_name(place.name + ".moved"))
+            place.symlink_to(secret / ("src" if swapped == "src" else READ))
+            swaps.append(place)
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", open_after_a_swap)
+    scratch = tmp_path / "s"
+    scratch.mkdir()
+    (submission,) = discover(tmp_path / "subs")
+    with pytest.raises(InvalidSubmission, match="symbolic link") as refused:
+        lab_modules(submission, LAB, scratch)
+    assert swaps, "the spy never saw the grader open the swapped name"
+    assert "TOP SECRET" not in str(refused.value)
+    with pytest.raises(InvalidSubmission, match="symbolic link"):
+        submission.digest()
+
+
+def test_only_a_trusted_link_leads_to_a_submission(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The instructor may link a submission in; a link its student made on the way (the
+    student's folder replaced by a link to a classmate's) is never followed."""
+    classmate = tmp_path / "classmate"
+    (classmate / READ).parent.mkdir(parents=True)
+    (classmate / READ).write_bytes(SECRET)
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    (subs / "mallory").symlink_to(classmate)
+    scratch = tmp_path / "s"
+    scratch.mkdir()
+    (submission,) = discover(subs)
+    # Made by the grader's user (as in every test): the instructor's link, followed.
+    assert lab_modules(submission, LAB, scratch) == {READ: SECRET}
+    # The same link made by anyone else (as if by the student): refused.
+    monkeypatch.setattr(_tree, "_trusted_owners", lambda source: {os.geteuid() + 1})
+    with pytest.raises(InvalidSubmission, match="symbolic link its student could change"):
+        lab_modules(submission, LAB, tmp_path / "s2")
+    with pytest.raises(InvalidSubmission, match="symbolic link its student could change"):
+        submission.digest()
+
+
+def test_an_archive_is_graded_from_the_bytes_its_digest_covers(tmp_path: Path) -> None:
+    archive = make_zip(tmp_path / "ada.zip", {READ: b"# ada's read\n"})
+    (submission,) = discover(tmp_path)
+    scratch = tmp_path / "s"
+    scratch.mkdir()
+    taken = take(submission, LAB, scratch)
+    assert taken.modules == {READ: b"# ada's read\n"}
+    assert taken.digest == submission.digest() == hashlib.sha256(archive.read_bytes()).hexdigest()
+    assert sorted(p.name for p in scratch.iterdir()) == ["unpacked"], "the copy is removed"
 
 
 @pytest.mark.parametrize("folder", ["", "lab08/", "a/b/", ".work/", "venv/", "x/.git/"])

@@ -31,7 +31,6 @@ from coursekit import load_lab
 from coursekit.layout import COURSE_ROOT, solution_root
 from grader import GradeOptions, _export, _grade, _sandbox, grade_submissions
 from grader._intake import InvalidSubmission, Submission, lab_modules, printable, survey
-from grader._links import refuse_links
 from grader._sandbox._channel import read_lines
 from grader.model import REASON_LIMIT, StageScore, SubmissionResult, TestResult
 from grader.report import gradebook, gradescope, junit, write_class_reports
@@ -695,6 +694,6 @@ def test_folders_nested_too_deep_are_a_reason_not_a_crash(tmp_path: Path) -> Non
     (folder / "/".join(["d"] * 150)).mkdir(parents=True)  # deeper than 100 is refused
     (submission,), _ = survey(root)
     with pytest.raises(InvalidSubmission, match="nested more than 100 deep"):
-        refuse_links(submission.source)
+        modules_of(submission, tmp_path)
     with pytest.raises(InvalidSubmission, match="nested more than 100 deep"):
         submission.digest()

@@ -5,9 +5,10 @@ as the grader holding it (two graders on one machine never share a uid; a crashe
 uids become free), it is handed out only when it names no user and runs no process, and it
 is retired for good when one of its job's processes survives the sweep. Each claimed uid
 also gets cgroups where the machine offers writable ones: pids, so the process limit holds
-whatever the job's processes do, and memory, so that all of a job's processes and its
+whatever the job's processes do; memory, so that all of a job's processes and its
 private /tmp (a tmpfs: memory too) together never take the memory a neighbouring job or
-the grader needs (the address-space limit holds each process, not their number).
+the grader needs (the address-space limit holds each process, not their number); and cpu,
+so that a job's processes together get one job's share of the cores, however many spin.
 """
 
 from __future__ import annotations
@@ -40,7 +41,12 @@ CGROUP_ROOT = Path("/sys/fs/cgroup")
 _LIMIT_FILES = {
     "pids": {"v1": "pids.max", "v2": "pids.max"},
     "memory": {"v1": "memory.limit_in_bytes", "v2": "memory.max"},
+    "cpu": {"v1": "cpu.shares", "v2": "cpu.weight"},
 }
+# Every job's CPU share: the default weight, the same for all. What counts is that each job
+# is one group: the scheduler shares the cores between groups, not between processes, so a
+# job that runs a hundred busy processes gets no more CPU than a neighbour running one.
+_CPU_WEIGHT = {"v1": 1024, "v2": 100}
 
 
 class JobUser(NamedTuple):
@@ -61,7 +67,11 @@ class UserPool:
         memory_bytes: int = Limits.job_memory_bytes,
     ) -> None:
         self._root = os.geteuid() == 0
-        self._limits = {"pids": processes, "memory": memory_bytes}
+        self._limits: dict[str, int | None] = {
+            "pids": processes,
+            "memory": memory_bytes,
+            "cpu": None,  # the default weight (_CPU_WEIGHT)
+        }
         self._size = max(1, size)
         self._free: queue.SimpleQueue[JobUser | None] = queue.SimpleQueue()
         self._locks: dict[int, IO[bytes]] = {}
@@ -145,7 +155,9 @@ def _taken(uid: int) -> bool:
     return any(uid in (p.info["uids"] or ()) for p in psutil.process_iter(["uids"]))
 
 
-def _job_cgroups(uid: int, limits: dict[str, int]) -> tuple[tuple[Path, ...], tuple[str, ...]]:
+def _job_cgroups(
+    uid: int, limits: dict[str, int | None]
+) -> tuple[tuple[Path, ...], tuple[str, ...]]:
     """Fresh cgroups for ``uid``, one per controller (cgroup v1) or one for all (v2), each
     limited, where the machine has them writable; a controller it cannot set is left out
     (the per-uid process limit and the per-process address-space limit still hold)."""
@@ -162,7 +174,8 @@ def _job_cgroups(uid: int, limits: dict[str, int]) -> tuple[tuple[Path, ...], tu
                 if group.exists():
                     end_cgroup(group)
                 group.mkdir(exist_ok=True)
-            (group / _LIMIT_FILES[controller][version]).write_text(str(limit))
+            value = _CPU_WEIGHT[version] if limit is None else limit
+            (group / _LIMIT_FILES[controller][version]).write_text(str(value))
         except OSError:
             if group not in groups:
                 with contextlib.suppress(OSError):

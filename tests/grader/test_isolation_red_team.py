@@ -268,7 +268,7 @@ def test_a_jobs_processes_and_tmp_share_one_memory_cap(tmp_path: Path) -> None:
         if user is None:  # a normal user: no cgroup to cap a job with, and none claimed
             assert os.geteuid() != 0
             return
-        if not _memory_cgroup_writable():  # a container with a read-only cgroup tree
+        if not _cgroup_writable("memory"):  # a container with a read-only cgroup tree
             assert "memory" not in user.limited and "memory" not in describe(user)
             return
         assert "memory" in user.limited, "where a memory cgroup is writable, a job gets one"
@@ -279,9 +279,62 @@ def test_a_jobs_processes_and_tmp_share_one_memory_cap(tmp_path: Path) -> None:
     }, results.output
 
 
-def _memory_cgroup_writable() -> bool:
-    """Whether this machine lets this process make a cgroup where memory can be limited."""
-    found = _controller_root("memory")
+CPU_SPINNERS = """
+import os, sys
+
+def _cpu_group(pid="self"):
+    with open(f"/proc/{pid}/cgroup") as groups:
+        lines = groups.read().splitlines()
+    # cgroup v1: "N:cpu,cpuacct:/path" or "N:cpu:/path"; v2: "0::/path"
+    return next(line.split(":", 2)[2] for line in lines if "cpu" in line.split(":")[1].split(",")
+                or line.startswith("0::"))
+
+def test_spinning_daemons_stay_in_the_jobs_cpu_group():
+    ready, signal_ready = os.pipe()
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:  # a busy daemon in a session of its own, as a hog would start
+            os.close(ready)
+            os.write(signal_ready, str(os.getpid()).encode())
+            while True:
+                pass
+        os._exit(0)
+    os.close(signal_ready)
+    daemon = int(os.read(ready, 32))
+    try:
+        mine = _cpu_group()
+        assert mine.endswith(f"/grader-{os.getuid()}"), mine
+        assert _cpu_group(daemon) == mine
+    finally:
+        os.kill(daemon, 9)
+"""
+
+
+def test_a_jobs_processes_share_one_cpu_weight(tmp_path: Path) -> None:
+    """As root: every process of a job, a busy daemon in a new session too, is in the job's
+    cpu cgroup, whose weight is every job's: the scheduler then shares the cores between
+    jobs, so a hundred spinning processes take no more than one job's share from a
+    neighbour (before, such a job starved an honest neighbour into its wall limit)."""
+    spinners = job(tmp_path, "spinners", CPU_SPINNERS)
+    with UserPool(1, LIMITS.processes) as pool, pool.user() as user:
+        if user is None:  # a normal user: no cgroup to share with, and none claimed
+            assert os.geteuid() != 0
+            return
+        if not _cgroup_writable("cpu"):  # a container with a read-only cgroup tree
+            assert "cpu" not in user.limited and "cpu" not in describe(user)
+            return
+        assert "cpu" in user.limited and "cpu" in describe(user)
+        weights = {(group / "cpu.shares", "1024") for group in user.cgroups}
+        weights |= {(group / "cpu.weight", "100") for group in user.cgroups}
+        found = {(f, w) for f, w in weights if f.exists() and f.read_text().strip() == w}
+        assert found, f"no default cpu weight in {user.cgroups}"
+        results = run(spinners, user)
+    assert results == {"test_spinning_daemons_stay_in_the_jobs_cpu_group": True}, results.output
+
+
+def _cgroup_writable(controller: str) -> bool:
+    """Whether this machine lets this process make a cgroup where ``controller`` can be set."""
+    found = _controller_root(controller)
     if found is None:
         return False
     probe = found[0] / f"grader-probe-{os.getpid()}"

@@ -45,7 +45,7 @@ recent_python() {
 }
 
 apt-get update
-apt-get install -y python3 python3-venv bubblewrap
+apt-get install -y python3 python3-venv bubblewrap libseccomp2
 if ! PYTHON="$(recent_python)"; then
     apt-get install -y software-properties-common
     add-apt-repository -y ppa:deadsnakes/ppa

@@ -37,13 +37,15 @@ def bwrap_prefix(
     workdir: Path,
     plugin_dir: Path,
     limits: Limits,
+    seccomp_fd: int,
     mounts: list[tuple[Path, Path]] | None = None,
 ) -> list[str]:
     """bwrap's arguments up to the command, which runs in the job's directory with
     ``HOME`` and ``TMPDIR`` on the private ``/tmp`` and at most ``limits.processes``
     processes of its own (counted per user namespace, so jobs never share the count).
-    ``mounts``: (source, mount point) pairs mounted read-only in that order, the first at
-    ``workdir``; without them, the job's directory is ``workdir`` itself."""
+    ``seccomp_fd``: the filter of the calls a job may not make (``_seccomp``), passed to
+    the child. ``mounts``: (source, mount point) pairs mounted read-only in that order, the
+    first at ``workdir``; without them, the job's directory is ``workdir`` itself."""
     # A normal user's jobs count their processes apart only in user namespaces of their own
     # (said explicitly for a setuid bwrap, which would not make one by itself).
     user_namespace = ["--unshare-user"] if os.geteuid() != 0 else []
@@ -56,6 +58,8 @@ def bwrap_prefix(
         "--unshare-uts",
         "--die-with-parent",
         "--new-session",
+        "--seccomp",
+        str(seccomp_fd),
         "--dev",
         "/dev",
         "--proc",

@@ -7,6 +7,7 @@ by name (every result then records it in its ``isolation`` field).
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import tempfile
@@ -21,6 +22,7 @@ from grader._sandbox._run import (
     bwrap_available,
     require_reachable_interpreter,
 )
+from grader._sandbox._seccomp import FilterUnavailable, denied_calls_filter
 from grader._sandbox._users import JobUser
 
 INSTALL = (
@@ -51,16 +53,33 @@ def require_sandbox(mode: SandboxMode, limits: Limits, user: JobUser | None) -> 
                 "sandbox shows to jobs (the system or the interpreter); keep the course "
                 "checkout and the virtual environment apart (a venv inside the checkout is fine)"
             )
+    try:
+        seccomp_fd = denied_calls_filter()
+    except FilterUnavailable as error:
+        raise SandboxError(
+            f"the sandbox's seccomp filter cannot be built here ({error}): install libseccomp "
+            "(Debian/Ubuntu: apt-get install libseccomp2; Fedora: dnf install libseccomp) and "
+            f"the kit's dependencies (pip install -e .); {UNSAFE}"
+        ) from None
     with tempfile.TemporaryDirectory(prefix="grader-probe-") as directory:
         workdir = Path(directory)
         workdir.chmod(0o755)
-        command = bwrap_prefix(workdir, workdir, limits)
+        command = bwrap_prefix(workdir, workdir, limits, seccomp_fd)
         command += as_user(user) if user is not None else []
         command += [*inner_limits(limits), sys.executable, "-I", "-c", PROBE]
         try:
-            probe = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+            probe = subprocess.run(
+                command,
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=False,
+                pass_fds=(seccomp_fd,),
+            )
         except (OSError, subprocess.TimeoutExpired) as error:
             raise SandboxError(f"bubblewrap cannot start here ({error}): {INSTALL}") from None
+        finally:
+            os.close(seccomp_fd)
     if probe.returncode != 0:
         said = (probe.stderr.strip().splitlines() or ["no message"])[-1]
         if said.startswith("bwrap:"):

@@ -20,6 +20,7 @@ from grader._judge import plugin as judge_plugin
 from grader._sandbox._argv import PRIVATE_TMP, as_user, bwrap_prefix, inner_limits
 from grader._sandbox._channel import keep_tail, read_lines, verify
 from grader._sandbox._limits import Limits, apply_limits
+from grader._sandbox._seccomp import denied_calls_filter
 from grader._sandbox._sweep import RUN_MARKER, kill_everything
 from grader._sandbox._users import (
     JobUser,
@@ -172,10 +173,12 @@ def run_tests(
         *tests,
     ]
     drop_in_child = user
+    passed = [write_end]
     if use_bwrap:
         # bwrap starts as root so that it can mount what it needs; setpriv then drops to
         # the job's user just before Python starts.
-        prefix = bwrap_prefix(workdir, plugin_dir, limits, mounts)
+        passed.append(denied_calls_filter())
+        prefix = bwrap_prefix(workdir, plugin_dir, limits, passed[-1], mounts)
         if user is not None:
             prefix += as_user(user)
             drop_in_child = None
@@ -193,12 +196,13 @@ def run_tests(
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
-            pass_fds=(write_end,),
+            pass_fds=passed,
             start_new_session=True,
             preexec_fn=lambda: apply_limits(limits, user, drop=drop_in_child is not None),
         )
     finally:
-        os.close(write_end)
+        for fd in passed:
+            os.close(fd)
     lines: list[bytes] = []
     tail = bytearray()
     readers = [

@@ -332,6 +332,44 @@ def test_a_jobs_processes_share_one_cpu_weight(tmp_path: Path) -> None:
     assert results == {"test_spinning_daemons_stay_in_the_jobs_cpu_group": True}, results.output
 
 
+KEYRINGS = """
+import ctypes, errno, platform
+
+# add_key and keyctl by number: Python has no binding for them.
+CALLS = {"x86_64": (248, 250), "aarch64": (217, 219)}[platform.machine()]
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+
+def _failed_with(*args):
+    ctypes.set_errno(0)
+    result = libc.syscall(*args)
+    return None if result >= 0 else ctypes.get_errno()
+
+def test_a_key_planted_for_the_next_job_is_refused():
+    add_key = CALLS[0]
+    user_keyring = ctypes.c_int(-4)
+    assert _failed_with(add_key, b"user", b"planted", b"x", 1, user_keyring) == errno.EPERM
+
+def test_the_graders_session_keyring_is_out_of_reach():
+    keyctl, get_keyring_id, session_keyring = CALLS[1], 0, ctypes.c_int(-3)
+    assert _failed_with(keyctl, get_keyring_id, session_keyring, 0) == errno.EPERM
+"""
+
+
+def test_a_job_can_use_no_kernel_keyring(tmp_path: Path) -> None:
+    """Keyrings are not namespaced: a key a job adds to its uid's keyring would be there for
+    the next job of that pool uid, and the session keyring a job inherits is the grader's
+    (the instructor's, after a login that made one). No test needs one: the sandbox's
+    seccomp filter refuses the calls."""
+    keyrings = job(tmp_path, "keyrings", KEYRINGS)
+    with UserPool(1, LIMITS.processes) as pool, pool.user() as user:
+        results = run(keyrings, user)
+    assert results == {
+        "test_a_key_planted_for_the_next_job_is_refused": True,
+        "test_the_graders_session_keyring_is_out_of_reach": True,
+    }, results.output
+
+
 def _cgroup_writable(controller: str) -> bool:
     """Whether this machine lets this process make a cgroup where ``controller`` can be set."""
     found = _controller_root(controller)

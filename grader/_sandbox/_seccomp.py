@@ -1,0 +1,53 @@
+"""The system calls a job may not make, as a seccomp filter bubblewrap loads.
+
+The kernel's keyrings are not namespaced: a job could read a key of the session keyring it
+inherited from the grader (the instructor's, after a login that made one), and a key a job
+adds to its uid's user keyring stays there for the next job of that pool uid. No test needs
+a keyring, so a job gets none: add_key, request_key and keyctl fail with EPERM, as in
+Docker's default profile.
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import os
+import platform
+import tempfile
+
+DENIED = ("add_key", "request_key", "keyctl")
+
+
+class FilterUnavailable(Exception):
+    """libseccomp (and its binding) is missing here."""
+
+
+def denied_calls_filter() -> int:
+    """The read end of a pipe holding the compiled filter (for ``bwrap --seccomp FD``); the
+    caller closes it. Raises FilterUnavailable where libseccomp cannot be loaded."""
+    compiled = _compiled()
+    read_end, write_end = os.pipe()
+    try:
+        os.write(write_end, compiled)  # a few hundred bytes: far below a pipe's buffer
+    finally:
+        os.close(write_end)
+    return read_end
+
+
+@functools.cache
+def _compiled() -> bytes:
+    try:
+        import pyseccomp as seccomp  # ctypes, loads libseccomp.so.2
+    except (ImportError, OSError) as error:
+        raise FilterUnavailable(str(error)) from None
+    rules = seccomp.SyscallFilter(seccomp.ALLOW)
+    if platform.machine() == "x86_64":
+        # The 32-bit and x32 entry points reach the same calls by other numbers.
+        for arch in (seccomp.Arch.X86, seccomp.Arch.X32):
+            rules.add_arch(arch)
+    for call in DENIED:
+        rules.add_rule(seccomp.ERRNO(errno.EPERM), call)
+    with tempfile.TemporaryFile() as compiled:
+        rules.export_bpf(compiled)
+        compiled.seek(0)
+        return compiled.read()

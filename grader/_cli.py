@@ -21,8 +21,8 @@ from rich.text import Text
 
 from grader import _export, _sandbox, _signatures, _similarity
 from grader._grade import GradeOptions, OutputBusy, grade_submissions, release
-from grader._intake import InvalidSubmission, printable, survey
-from grader.model import SubmissionResult
+from grader._intake import InvalidSubmission, survey
+from grader.model import SubmissionResult, printable
 
 console = Console(highlight=False, soft_wrap=True)
 

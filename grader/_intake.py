@@ -25,7 +25,7 @@ from grader._unpack import (
     archive_stem,
     unpack,
 )
-from grader.model import Skipped
+from grader.model import Skipped, printable
 
 __all__ = [
     "InvalidSubmission",
@@ -140,17 +140,6 @@ def _not_too_long(student: str, shown: str) -> str | Skipped:
     if len(student.encode("utf-8")) > MAX_NAME_BYTES:
         return Skipped(shown, f"the name is longer than {MAX_NAME_BYTES} bytes: shorten it")
     return student
-
-
-def printable(text: str) -> str:
-    """``text`` safe to print on a terminal: control and format characters (an escape
-    sequence that moves the cursor or writes the clipboard) and undecodable bytes shown as
-    escapes."""
-    text = text.encode("utf-8", "backslashreplace").decode("utf-8")
-    return "".join(
-        c.encode("unicode_escape").decode("ascii") if unicodedata.category(c)[0] == "C" else c
-        for c in text
-    )
 
 
 def _shown(entry: Path) -> str:

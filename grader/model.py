@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import unicodedata
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -117,3 +118,14 @@ def truncate(text: str, limit: int = MESSAGE_LIMIT) -> str:
     if len(text) > limit:
         text = f"{text[:limit]}\n… [truncated {len(text) - limit} characters]"
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def printable(text: str) -> str:
+    """``text`` safe to print on a terminal: control and format characters (an escape
+    sequence that moves the cursor or writes the clipboard) and undecodable bytes shown as
+    escapes."""
+    text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return "".join(
+        c.encode("unicode_escape").decode("ascii") if unicodedata.category(c)[0] == "C" else c
+        for c in text
+    )

@@ -1,7 +1,9 @@
 """gradebook.csv: one row per student, a column per stage, bonus, total and status.
 
 Every text cell is neutralised against spreadsheet formula injection (OWASP's advice): a cell
-that a spreadsheet would read as a formula gets a leading apostrophe."""
+that a spreadsheet would read as a formula gets a leading apostrophe. Control characters
+other than line ends and tabs (an escape sequence in a test's message) are written as
+visible escapes, so that printing the file on a terminal shows them instead of running them."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import csv
 import io
 
 from coursekit.lab import Lab
-from grader.model import SubmissionResult
+from grader.model import SubmissionResult, printable
 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r", "\n")
 
@@ -47,4 +49,7 @@ def render(lab: Lab, results: list[SubmissionResult]) -> str:
 def _cell(text: str) -> str:
     # A bare CR is not quoted by the csv module under a "\n" line end: make it a newline.
     text = text.replace("\r\n", "\n").replace("\r", "\n")
+    text = "\n".join(
+        "\t".join(printable(part) for part in line.split("\t")) for line in text.split("\n")
+    )
     return "'" + text if text.startswith(FORMULA_STARTS) else text

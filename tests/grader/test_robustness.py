@@ -30,9 +30,9 @@ import pytest
 from coursekit import load_lab
 from coursekit.layout import COURSE_ROOT, solution_root
 from grader import GradeOptions, _export, _grade, _sandbox, grade_submissions
-from grader._intake import InvalidSubmission, Submission, lab_modules, printable, survey
+from grader._intake import InvalidSubmission, Submission, lab_modules, survey
 from grader._sandbox._channel import read_lines
-from grader.model import REASON_LIMIT, StageScore, SubmissionResult, TestResult
+from grader.model import REASON_LIMIT, StageScore, SubmissionResult, TestResult, printable
 from grader.report import gradebook, gradescope, junit, write_class_reports
 from grader.report import write_submission_reports as write_reports
 
@@ -342,6 +342,17 @@ def test_no_gradebook_cell_starts_a_formula(start: str) -> None:
     assert row["student"] == f"'{shown}cmd|' /C calc'!A0"
     assert row["reason"] == f"'{shown}{evil[1:]}"
     assert row["total"] == "40" and row["bonus"] == "11", "numbers stay numbers"
+
+
+def test_no_gradebook_cell_carries_a_terminal_escape() -> None:
+    # A test's message can hold any text; gradebook.csv is often looked at with cat.
+    clear_screen = "AssertionError: \x1b[2J\x1b]52;c;cm0gLXJm\x07 then\nline two\tcolumn"
+    text = gradebook.render(LAB, [result_with(clear_screen, "")])
+    assert "\x1b" not in text and "\x07" not in text
+    (row,) = list(csv.DictReader(io.StringIO(text)))
+    assert row["reason"] == (
+        "AssertionError: \\x1b[2J\\x1b]52;c;cm0gLXJm\\x07 then\nline two\tcolumn"
+    )
 
 
 def test_the_gradescope_total_keeps_the_extra_credit() -> None:

@@ -21,6 +21,7 @@ import importlib
 import json
 import os
 import pkgutil
+import signal
 import sys
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
@@ -93,8 +94,16 @@ def pytest_configure(config: pytest.Config) -> None:
         state.timeout = float(settings.get("timeout", 60))
         stubs.install()
         needs_host.install_guards()
+        # The judge has no terminal: a SIGINT can only come from the student's process,
+        # and it would stop the judge mid-run (a run the grader could not score). A handler,
+        # not SIG_IGN: the host and the commands it runs start with the default again.
+        signal.signal(signal.SIGINT, _not_interrupted)
         state.judging = True
     state.channel.send({"type": "start"})
+
+
+def _not_interrupted(signum: int, frame: object) -> None:
+    """SIGINT from the student's process: the judge goes on."""
 
 
 def pytest_collectreport(report: pytest.CollectReport) -> None:

@@ -184,6 +184,14 @@ import os, signal
 if os.getppid() > 1:
     os.kill(os.getppid(), signal.SIGKILL)
 """,
+    # SIGINT to the parent judge: it used to stop the judge mid-collection, and the run
+    # ended as the grader's `error`, graded again on every run.
+    "interrupt-the-judge": """
+import os, signal
+
+if os.getppid() > 1:
+    os.kill(os.getppid(), signal.SIGINT)
+""",
 }
 
 
@@ -276,6 +284,13 @@ def test_an_attack_earns_nothing(graded: dict[str, dict[str, str]], attack: str)
     assert (float(row["total"]), float(row["bonus"])) == (0.0, 0.0), row
     # An attack may break its own run (garbage on the host's sockets ends in a timeout).
     assert row["status"] in ("graded", "flagged", "crashed", "timeout"), row
+
+
+def test_an_interrupted_judge_goes_on_and_scores_the_run(
+    graded: dict[str, dict[str, str]],
+) -> None:
+    row = graded["interrupt-the-judge"]
+    assert row["status"] == "graded", row
 
 
 def test_the_hosts_answers_never_decide_where_a_test_runs(

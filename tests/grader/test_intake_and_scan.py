@@ -173,6 +173,33 @@ def test_only_a_trusted_link_leads_to_a_submission(
         submission.digest()
 
 
+def test_links_in_folders_never_read_do_not_refuse_a_submission(tmp_path: Path) -> None:
+    # A virtual environment inside the practice directory is full of links; hidden and
+    # tool folders are never read, so their links cannot lead the grader anywhere.
+    student = tmp_path / "subs" / "ann"
+    (student / READ).parent.mkdir(parents=True)
+    (student / READ).write_bytes(b"# ann's read\n")
+    for tool in (".venv/bin", "venv/bin", "node_modules/.bin"):
+        (student / tool).mkdir(parents=True)
+        (student / tool / "python").symlink_to("/usr/bin/python3")
+    scratch = tmp_path / "s"
+    scratch.mkdir()
+    (submission,) = discover(tmp_path / "subs")
+    assert lab_modules(submission, LAB, scratch) == {READ: b"# ann's read\n"}
+
+
+def test_a_module_that_is_a_fifo_is_refused_without_being_opened(tmp_path: Path) -> None:
+    student = tmp_path / "subs" / "ann"
+    (student / READ).parent.mkdir(parents=True)
+    os.mkfifo(student / READ)  # opened for reading, it would wait for a writer forever
+    scratch = tmp_path / "s"
+    scratch.mkdir()
+    (submission,) = discover(tmp_path / "subs")
+    with pytest.raises(InvalidSubmission, match=r"read\.py is not a regular file"):
+        lab_modules(submission, LAB, scratch)
+    submission.digest()  # a special file is named in no digest: never read
+
+
 def test_an_archive_is_graded_from_the_bytes_its_digest_covers(tmp_path: Path) -> None:
     archive = make_zip(tmp_path / "ada.zip", {READ: b"# ada's read\n"})
     (submission,) = discover(tmp_path)

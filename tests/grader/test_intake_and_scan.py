@@ -200,6 +200,51 @@ def test_a_module_that_is_a_fifo_is_refused_without_being_opened(tmp_path: Path)
     submission.digest()  # a special file is named in no digest: never read
 
 
+def test_many_copies_of_the_package_are_refused_not_held_in_memory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The walk keeps the bytes of every file that could be a lab module of a practice
+    # directory up to three levels down: thousands of copies would be gigabytes.
+    monkeypatch.setattr(_tree, "MAX_KEPT_BYTES", 3000)
+    student = tmp_path / "subs" / "ann"
+    for copy in ("", "a/", "b/", "a/c/"):
+        (student / copy / READ).parent.mkdir(parents=True, exist_ok=True)
+        (student / copy / READ).write_bytes(b"#" * 1000)
+    scratch = tmp_path / "s"
+    scratch.mkdir()
+    (submission,) = discover(tmp_path / "subs")
+    with pytest.raises(InvalidSubmission, match="MiB of lab modules in copies of"):
+        lab_modules(submission, LAB, scratch)
+
+
+def test_who_may_link_a_submission_in(tmp_path: Path) -> None:
+    """Trusted: root, the grader's user and the owner of the submissions folder; a link
+    anyone else made on the way (a student's) is refused. As root the rule is also tried
+    with links owned by other users; a normal user cannot make those."""
+    classmate = tmp_path / "classmate"
+    (classmate / READ).parent.mkdir(parents=True)
+    (classmate / READ).write_bytes(SECRET)
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    entry = subs / "mallory"
+    entry.symlink_to(classmate)
+    assert _tree._trusted_owners(entry) == {0, os.geteuid(), subs.stat().st_uid}
+    if os.geteuid() != 0:
+        return
+    instructor, student = 1_800_000_001, 1_800_000_002  # uids no one has
+    os.chown(subs, instructor, instructor)
+    (submission,) = discover(subs)
+    for owner, followed in ((instructor, True), (student, False)):
+        os.lchown(entry, owner, owner)
+        scratch = tmp_path / f"s-{owner}"
+        scratch.mkdir()
+        if followed:
+            assert lab_modules(submission, LAB, scratch) == {READ: SECRET}
+        else:
+            with pytest.raises(InvalidSubmission, match="its student could change"):
+                lab_modules(submission, LAB, scratch)
+
+
 def test_an_archive_is_graded_from_the_bytes_its_digest_covers(tmp_path: Path) -> None:
     archive = make_zip(tmp_path / "ada.zip", {READ: b"# ada's read\n"})
     (submission,) = discover(tmp_path)

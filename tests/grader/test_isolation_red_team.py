@@ -335,8 +335,8 @@ def test_a_jobs_processes_share_one_cpu_weight(tmp_path: Path) -> None:
 KEYRINGS = """
 import ctypes, errno, platform
 
-# add_key and keyctl by number: Python has no binding for them.
-CALLS = {"x86_64": (248, 250), "aarch64": (217, 219)}[platform.machine()]
+# add_key, request_key and keyctl by number: Python has no binding for them.
+CALLS = {"x86_64": (248, 250, 249), "aarch64": (217, 219, 218)}[platform.machine()]
 libc = ctypes.CDLL(None, use_errno=True)
 libc.syscall.restype = ctypes.c_long
 
@@ -353,6 +353,8 @@ def test_a_key_planted_for_the_next_job_is_refused():
 def test_the_graders_session_keyring_is_out_of_reach():
     keyctl, get_keyring_id, session_keyring = CALLS[1], 0, ctypes.c_int(-3)
     assert _failed_with(keyctl, get_keyring_id, session_keyring, 0) == errno.EPERM
+    request_key = CALLS[2]
+    assert _failed_with(request_key, b"user", b"any", None, session_keyring) == errno.EPERM
 """
 
 

@@ -15,7 +15,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from coursekit.lab import Lab
-from grader._tree import MAX_MODULE_BYTES, open_archive, read_tree
+from grader._tree import (
+    MAX_MODULE_BYTES,
+    PRACTICE_DEPTH,
+    entry_mode,
+    open_archive,
+    read_tree,
+)
 from grader._unpack import (
     ARCHIVE_SUFFIXES,
     MAX_FILES,
@@ -113,14 +119,12 @@ def _student_name(entry: Path) -> str | Skipped:
         return Skipped(shown, "a hidden entry (its name starts with '.')")
     if any(unicodedata.category(c).startswith("C") for c in name):
         return Skipped(shown, "the name holds control characters: rename it")
-    # The instructor's own links (to a folder or an archive) are followed; links inside a
-    # submission never are.
+    # The instructor's own links (to a folder or an archive) are followed, a student's never
+    # (not even to tell what it leads to); links inside a submission never are.
     try:
-        mode = entry.stat().st_mode
-    except FileNotFoundError:
-        return Skipped(shown, "a broken symbolic link")
-    except OSError as error:
-        return Skipped(shown, f"cannot be read: {error.strerror}")
+        mode = entry_mode(entry)
+    except InvalidSubmission as error:
+        return Skipped(shown, str(error))
     if stat.S_ISDIR(mode):
         return _not_too_long(name, shown)
     if not stat.S_ISREG(mode):
@@ -144,7 +148,11 @@ def _not_too_long(student: str, shown: str) -> str | Skipped:
 
 def _shown(entry: Path) -> str:
     name = printable(entry.name)
-    return name + "/" if entry.is_dir() else name
+    try:
+        folder = stat.S_ISDIR(entry_mode(entry))
+    except InvalidSubmission:
+        folder = False
+    return name + "/" if folder else name
 
 
 @dataclass(frozen=True)
@@ -212,15 +220,16 @@ def _unpacked(submission: Submission, scratch: Path) -> tuple[str, Path]:
 
 
 def _is_candidate(path: str, modules: set[str]) -> bool:
-    """A file that is one of ``modules`` in a folder at most three levels down."""
+    """A file that is one of ``modules`` of a practice directory (see _practice_root)."""
     parts = path.split("/")
-    return any("/".join(parts[depth:]) in modules for depth in range(min(3, len(parts) - 1) + 1))
+    return any("/".join(parts[depth:]) in modules for depth in range(PRACTICE_DEPTH + 1))
 
 
 def _practice_root(folders: set[str]) -> str:
-    """The folder holding src/picourse/coding_tools, at the top or a few levels down."""
+    """The folder holding src/picourse/coding_tools, at the top or up to PRACTICE_DEPTH
+    levels down."""
     level = [""]
-    for _ in range(3):
+    for _ in range(PRACTICE_DEPTH + 1):
         for candidate in level:
             if (f"{candidate}/{PACKAGE}" if candidate else str(PACKAGE)) in folders:
                 return candidate

@@ -28,6 +28,10 @@ from grader._unpack import MAX_FILES, PACKAGE, InvalidSubmission
 
 MAX_MODULE_BYTES = 1 << 20
 MAX_DEPTH = 100  # folders below the submission: far past any project, far below any limit
+# Files, folders and special files together: what the walk may list (MAX_FILES holds files).
+MAX_ENTRIES = 20_000
+# How deep a practice directory is looked for (its package another three levels down).
+PRACTICE_DEPTH = 2
 # The bytes kept of candidate lab modules while walking (a copy of the package or two is a
 # few hundred KiB); past it, the submission holds many copies and is refused.
 MAX_KEPT_BYTES = 64 << 20
@@ -64,6 +68,13 @@ def read_tree(source: Path, keep: Callable[[str], bool]) -> Tree:
     return Tree(walk.hasher.hexdigest(), walk.folders, walk.kept, walk.special)
 
 
+def entry_mode(source: Path) -> int:
+    """The type and mode of an entry of the submissions folder, reached as ``read_tree``
+    reaches it. Raises InvalidSubmission with the reason (a broken or a student's link)."""
+    with _opened_entry(source, directory=None) as fd:
+        return os.fstat(fd).st_mode
+
+
 @contextmanager
 def open_archive(source: Path) -> Iterator[BinaryIO]:
     """The archive entry, opened as ``read_tree`` opens a submission."""
@@ -82,6 +93,7 @@ class _Walk:
     kept: dict[str, bytes] = field(default_factory=dict)
     special: set[str] = field(default_factory=set)
     files: int = 0
+    entries: int = 0
     kept_bytes: int = 0
 
     def folder(self, fd: int, relative: str, depth: int) -> None:
@@ -90,11 +102,25 @@ class _Walk:
                 f"folders are nested more than {MAX_DEPTH} deep; submit the practice directory "
                 "without them"
             )
-        self.folders.add(relative)
+        # Every folder is in the digest (an empty one can decide which copy is graded); only
+        # those where a practice directory's package can be are kept.
+        self.hasher.update(f"{relative}/\0".encode("utf-8", "surrogateescape"))
+        if depth <= PRACTICE_DEPTH + len(PACKAGE.parts):
+            self.folders.add(relative)
+        names = []
         try:
-            names = sorted(entry.name for entry in os.scandir(fd))
+            with os.scandir(fd) as entries:
+                for entry in entries:
+                    self.entries += 1
+                    if self.entries > MAX_ENTRIES:
+                        raise InvalidSubmission(
+                            f"the submission holds more than {MAX_ENTRIES} files and folders; "
+                            "submit the practice directory without the rest"
+                        )
+                    names.append(entry.name)
         except OSError as error:
             _refuse(relative, error)
+        names.sort()
         subfolders = []
         for name in names:
             path = f"{relative}/{name}" if relative else name
@@ -111,8 +137,10 @@ class _Walk:
                     subfolders.append((name, path))
             elif stat.S_ISREG(info.st_mode):
                 self.file(fd, name, path)
-            else:
-                self.special.add(path)  # never opened: lab_modules refuses it by name
+            else:  # never opened; a module that is one is refused by name
+                self.hasher.update(f"{path}\0special\0".encode("utf-8", "surrogateescape"))
+                if self.keep(path):
+                    self.special.add(path)
         for name, path in subfolders:
             child = _open(fd, name, path, os.O_DIRECTORY)
             try:
@@ -165,9 +193,10 @@ def _is_link(parent: int, name: str) -> bool:
 
 
 @contextmanager
-def _opened_entry(source: Path, directory: bool) -> Iterator[int]:
-    """A descriptor of ``source``, reached from ``/`` one name at a time. A link on the way
-    is followed only when a trusted user owns it."""
+def _opened_entry(source: Path, directory: bool | None) -> Iterator[int]:
+    """A descriptor of ``source`` (a folder, a file, or either when ``directory`` is None),
+    reached from ``/`` one name at a time. A link on the way is followed only when a trusted
+    user owns it."""
     trusted = _trusted_owners(source)
     pending = list(Path(os.path.abspath(source)).parts[1:])
     fd = os.open("/", os.O_RDONLY | os.O_DIRECTORY)
@@ -178,6 +207,10 @@ def _opened_entry(source: Path, directory: bool) -> Iterator[int]:
             last = not pending
             try:
                 info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            except FileNotFoundError:
+                if links:
+                    raise InvalidSubmission("a broken symbolic link") from None
+                raise InvalidSubmission(f"{source.name} does not exist") from None
             except OSError as error:
                 raise InvalidSubmission(f"cannot read {source.name}: {error.strerror}") from None
             if stat.S_ISLNK(info.st_mode):
@@ -194,6 +227,8 @@ def _opened_entry(source: Path, directory: bool) -> Iterator[int]:
                 pending[:0] = [part for part in target.parts if part != "/"]
                 continue
             flags = os.O_DIRECTORY if directory or not last else 0
+            if last and directory is None and stat.S_ISSOCK(info.st_mode):
+                raise InvalidSubmission("neither a folder nor a regular file")
             try:
                 child = os.open(name, _OPEN_FLAGS | flags, dir_fd=fd)
             except OSError as error:

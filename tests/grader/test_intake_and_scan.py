@@ -15,7 +15,7 @@ import pytest
 from coursekit import load_lab
 from coursekit.layout import solution_root
 from grader import GradeOptions, _tree, grade_submissions
-from grader._intake import InvalidSubmission, Submission, discover, lab_modules, take
+from grader._intake import InvalidSubmission, Submission, discover, lab_modules, survey, take
 from grader._scan import scan, suspicious
 from tests.grader.graded_class import gradebook, solved_modules
 
@@ -243,6 +243,68 @@ def test_who_may_link_a_submission_in(tmp_path: Path) -> None:
         else:
             with pytest.raises(InvalidSubmission, match="its student could change"):
                 lab_modules(submission, LAB, scratch)
+
+
+def test_a_students_link_tells_nothing_of_where_it_leads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The survey used to follow every link to name the kind of entry: behind a student's
+    # link, "not a supported archive" / "a broken symbolic link" / graded told a student
+    # (as root) whether a path they cannot see exists and what it is.
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    targets = {"a-file": tmp_path / "exists.txt", "a-folder": tmp_path, "nothing": tmp_path / "x"}
+    (tmp_path / "exists.txt").write_text("root only")
+    for name, target in targets.items():
+        (subs / name).symlink_to(target)
+    monkeypatch.setattr(_tree, "_trusted_owners", lambda source: {os.geteuid() + 1})
+    found, skipped = survey(subs)
+    assert found == []
+    reasons = {entry.entry: entry.reason for entry in skipped}
+    assert set(reasons) == set(targets), "no entry is shown as a folder (name/)"
+    assert len({why.replace(name, "NAME") for name, why in reasons.items()}) == 1, reasons
+    assert "symbolic link its student could change" in reasons["nothing"]
+
+
+def test_an_empty_folder_that_changes_what_is_graded_changes_the_digest(tmp_path: Path) -> None:
+    # The first practice directory found (sorted) is graded: an empty copy of the package
+    # sorted before the real one makes every module a stub. A rerun must see that change.
+    student = tmp_path / "subs" / "ann"
+    (student / "x" / READ).parent.mkdir(parents=True)
+    (student / "x" / READ).write_bytes(b"# ann's read\n")
+    (submission,) = discover(tmp_path / "subs")
+    scratch = tmp_path / "s"
+    scratch.mkdir()
+    before = take(submission, LAB, scratch)
+    assert before.modules == {READ: b"# ann's read\n"}
+    (student / "a" / READ).parent.mkdir(parents=True)
+    os.mkfifo(student / "a" / "notes")
+    after = take(submission, LAB, scratch)  # a folder is read in place: no scratch used
+    assert after.modules == {}, "the empty copy sorts first and is graded"
+    assert after.digest != before.digest, "a rerun would keep the old result"
+    assert submission.digest() == after.digest
+
+
+def test_what_a_walk_keeps_is_bounded_by_the_entries_not_their_number(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Paths of folders and special files were all kept: 40,000 FIFOs at the end of a chain
+    # of long folder names took 900 MiB of the grader's memory.
+    student = tmp_path / "subs" / "ann"
+    (student / READ).parent.mkdir(parents=True)
+    (student / READ).write_bytes(b"# ann's read\n")
+    deep = student / "/".join(["d" * 50] * 8)
+    deep.mkdir(parents=True)
+    for n in range(30):
+        os.mkfifo(deep / f"fifo-{n}")
+        (deep / f"folder-{n}").mkdir()
+    tree = _tree.read_tree(student, keep=lambda path: path.endswith("read.py"))
+    assert tree.special == set(), "a special file that is no module is never kept"
+    assert max(folder.count("/") for folder in tree.folders) <= 5, "deep folders are not kept"
+    monkeypatch.setattr(_tree, "MAX_ENTRIES", 50)
+    (submission,) = discover(tmp_path / "subs")
+    with pytest.raises(InvalidSubmission, match="more than 50 files and folders"):
+        submission.digest()
 
 
 def test_an_archive_is_graded_from_the_bytes_its_digest_covers(tmp_path: Path) -> None:

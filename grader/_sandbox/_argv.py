@@ -65,6 +65,11 @@ def bwrap_prefix(
         "--proc",
         "/proc",
     ]
+    if os.path.exists("/proc/keys"):  # a kernel without keyrings has none
+        # It lists the uid's keys: the filter (_seccomp) refuses every keyring call, but a
+        # key of before it would stay listed. Masked as Docker does (on a nodev mount,
+        # reading it fails).
+        command += ["--ro-bind", "/dev/null", "/proc/keys"]
     # First, so that the binds below (the staging lives under /tmp too) land on top.
     for place, size in ((PRIVATE_TMP, limits.disk_bytes), ("/dev/shm", SHM_BYTES)):
         command += ["--perms", "1777", "--size", str(size), "--tmpfs", place]

@@ -355,7 +355,59 @@ def test_the_graders_session_keyring_is_out_of_reach():
     assert _failed_with(keyctl, get_keyring_id, session_keyring, 0) == errno.EPERM
     request_key = CALLS[2]
     assert _failed_with(request_key, b"user", b"any", None, session_keyring) == errno.EPERM
+
+def test_no_key_of_before_is_listed():
+    try:
+        with open("/proc/keys") as keys:
+            listed = keys.read()
+    except PermissionError:
+        listed = ""
+    assert @token@ not in listed
 """
+
+KEY_CALLS = {"x86_64": (248, 250), "aarch64": (217, 219)}
+_KEYCTL_UNLINK, _USER_KEYRING = 9, -4
+
+
+def _key_call(*args: object) -> int:
+    import ctypes
+    import platform
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    converted = [ctypes.c_int(a) if isinstance(a, int) and a < 0 else a for a in args]
+    result: int = libc.syscall(*converted)
+    assert result >= 0, (platform.machine(), args, ctypes.get_errno())
+    return result
+
+
+def _as(uid: int | None, action: Callable[[], None]) -> None:
+    """``action`` as the job's uid (root's pool user) or as this process (a normal user,
+    whose jobs run as its own uid in a user namespace)."""
+    if uid is None:
+        action()
+        return
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setgid(uid)
+            os.setuid(uid)
+            action()
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+
+
+def _plant(token: str) -> None:
+    """A key such as a job of before the filter could have left in the uid's keyring."""
+    add_key = KEY_CALLS[os.uname().machine][0]
+    _key_call(add_key, b"user", token.encode(), b"x", 1, _USER_KEYRING)
+
+
+def _unlink(token: str) -> None:
+    keyctl, search = KEY_CALLS[os.uname().machine][1], 10
+    key = _key_call(keyctl, search, _USER_KEYRING, b"user", token.encode(), 0)
+    _key_call(keyctl, _KEYCTL_UNLINK, key, _USER_KEYRING)
 
 
 def test_a_job_can_use_no_kernel_keyring(tmp_path: Path) -> None:
@@ -363,12 +415,19 @@ def test_a_job_can_use_no_kernel_keyring(tmp_path: Path) -> None:
     the next job of that pool uid, and the session keyring a job inherits is the grader's
     (the instructor's, after a login that made one). No test needs one: the sandbox's
     seccomp filter refuses the calls."""
-    keyrings = job(tmp_path, "keyrings", KEYRINGS)
+    token = f"planted-{secrets.token_hex(6)}"
+    keyrings = job(tmp_path, "keyrings", KEYRINGS, token=token)
     with UserPool(1, LIMITS.processes) as pool, pool.user() as user:
-        results = run(keyrings, user)
+        uid = user.uid if user is not None else None
+        _as(uid, lambda: _plant(token))
+        try:
+            results = run(keyrings, user)
+        finally:
+            _as(uid, lambda: _unlink(token))
     assert results == {
         "test_a_key_planted_for_the_next_job_is_refused": True,
         "test_the_graders_session_keyring_is_out_of_reach": True,
+        "test_no_key_of_before_is_listed": True,
     }, results.output
 
 

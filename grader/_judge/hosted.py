@@ -22,6 +22,9 @@ from . import host_process, hosted_plugin
 
 MAX_LINES = 20_000
 MAX_LINE_BYTES = 1 << 16
+# What one batch's lines may hold in all: an honest batch sends well under 1 MiB, and the
+# judge's address space is limited (lines past it are dropped, never credited).
+MAX_BATCH_BYTES = 64 << 20
 # How often a quiet results pipe is checked for an in-host pytest that has ended.
 QUIET_CHECK_SECONDS = 0.2
 
@@ -80,6 +83,7 @@ class HostedRun:
         self.batches += 1
         batch = {"id": self.batches, "tests": tests, "files": files}
         lines: list[bytes] = []
+        kept = 0
         done = False
         try:
             self.commands.write(json.dumps(batch).encode() + b"\n")
@@ -87,8 +91,9 @@ class HostedRun:
                 if line.strip() == json.dumps({"done": self.batches}).encode():
                     done = True
                     break
-                if len(lines) < MAX_LINES:
+                if len(lines) < MAX_LINES and kept + len(line) <= MAX_BATCH_BYTES:
                     lines.append(line)
+                    kept += len(line)
         except OSError:
             pass
         return verify(lines, self.salt, tests, files, judged, complete=done)

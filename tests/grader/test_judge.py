@@ -398,6 +398,36 @@ def test_the_judge_stops_reading_when_the_in_host_pytest_has_ended(
         run.results.close()
 
 
+FLOOD = """
+import json, sys
+sys.stdin.readline()  # the batch
+for _ in range(1000):
+    sys.stdout.write("x" * 99 + "\\n")
+print(json.dumps({"done": 1}), flush=True)
+"""
+
+
+@pytest.mark.timeout(30)
+def test_an_in_host_batch_keeps_bounded_bytes_however_much_is_sent(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # 20,000 lines of 64 KiB (1.25 GiB) passed the line-count bound and ran the judge out
+    # of its 1 GiB address space (an INTERNALERROR, no end record).
+    monkeypatch.setattr(hosted, "MAX_BATCH_BYTES", 5000)
+    seen: list[list[bytes]] = []
+    monkeypatch.setattr(hosted, "verify", lambda lines, *args, **kwargs: seen.append(lines))
+    run = hosted.HostedRun()
+    flood = [sys.executable, "-c", FLOOD]
+    run.process = subprocess.Popen(flood, bufsize=0, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    run.commands, run.results = run.process.stdin, run.process.stdout
+    try:
+        run.run(["test_file.py::test_one"], ["test_file.py"], set(), 5)
+    finally:
+        run.stop()
+    (lines,) = seen
+    assert len(lines) == 50 and sum(map(len, lines)) == 5000
+
+
 def test_an_answer_too_deep_to_decode_fails_its_call_and_says_why() -> None:
     from grader._judge import remote
 

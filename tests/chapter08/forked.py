@@ -14,14 +14,16 @@ and the grader start pytest in a process of its own.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
-import signal
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+import psutil
 
 SERVER = r"""
 import json, os, sys
@@ -77,16 +79,42 @@ class ForkedPytest:
         with tempfile.TemporaryDirectory(prefix="forked-run-") as scratch:
             output = Path(scratch) / "output"
             request = {"cwd": str(directory), "env": env, "args": arguments}
-            server.stdin.write(json.dumps({**request, "output": str(output)}).encode() + b"\n")
-            server.stdin.flush()
-            pid = json.loads(self._line(60))["pid"]
+            pid = None
             try:
+                server.stdin.write(json.dumps({**request, "output": str(output)}).encode() + b"\n")
+                server.stdin.flush()
+                pid = json.loads(self._line(60))["pid"]
                 self._line(timeout)
             except TimeoutError:
-                os.kill(pid, signal.SIGKILL)
-                self._line(60)
+                self._discard(pid)
                 raise subprocess.TimeoutExpired(["pytest", *arguments], timeout) from None
+            except BaseException:
+                # Interrupted mid-run (pytest-timeout's Failed, Ctrl-C): the server's answers
+                # for this run would be read as the next run's. End both; the next call
+                # starts a fresh server.
+                self._discard(pid)
+                raise
             return output.read_text(errors="replace") if output.exists() else ""
+
+    def _discard(self, pid: int | None) -> None:
+        """End the run ``pid`` with everything it started, and the server."""
+        victims = []
+        for root in (pid, self._server.pid if self._server is not None else None):
+            if root is None:
+                continue
+            with contextlib.suppress(psutil.Error):
+                process = psutil.Process(root)
+                victims += [*process.children(recursive=True), process]
+        for victim in victims:
+            with contextlib.suppress(psutil.Error):
+                victim.kill()
+        psutil.wait_procs(victims, timeout=30)
+        if self._server is not None:
+            self._server.wait(timeout=30)
+            for stream in (self._server.stdin, self._server.stdout):
+                if stream is not None:
+                    stream.close()
+        self._server, self._pending = None, b""
 
     def close(self) -> None:
         if self._server is not None:

@@ -66,6 +66,9 @@ LONGEST_FIRST = (
 )
 
 
+SLOW_TEST_SECONDS = 600
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     def rank(item: pytest.Item) -> int:
         return next(
@@ -74,6 +77,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         )
 
     items.sort(key=rank)  # stable: the rest in collection order
+    for item in items:
+        # A slow test runs practice directories and lab suites in subprocesses: tens of
+        # seconds idle, several times that when the cores are shared (two suites on 2 cores
+        # took a copier journey past the default 120 s). Its own marker, if any, stands.
+        if item.get_closest_marker("slow") and not item.get_closest_marker("timeout"):
+            item.add_marker(pytest.mark.timeout(SLOW_TEST_SECONDS))
 
 
 @pytest.fixture

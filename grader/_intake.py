@@ -87,19 +87,28 @@ def survey(root: Path) -> tuple[list[Submission], list[Skipped]]:
     except OSError as error:
         raise InvalidSubmission(f"cannot list {root}: {error.strerror}") from None
     skipped: list[Skipped] = []
-    by_student: defaultdict[str, list[tuple[str, Path]]] = defaultdict(list)
+    by_student: defaultdict[str, list[tuple[str, Path, str]]] = defaultdict(list)
     for entry in entries:
-        named = _student_name(entry)
+        # The instructor's own links (to a folder or an archive) are followed, a student's
+        # never (not even to tell what it leads to); links inside a submission never are.
+        try:
+            mode: int | None = entry_mode(entry)
+            unreachable = ""
+        except InvalidSubmission as error:
+            mode, unreachable = None, str(error)
+        shown = printable(entry.name) + ("/" if mode is not None and stat.S_ISDIR(mode) else "")
+        named = _student_name(entry.name, shown, mode, unreachable)
         if isinstance(named, Skipped):
             skipped.append(named)
         else:
-            by_student[unicodedata.normalize("NFC", named).casefold()].append((named, entry))
+            key = unicodedata.normalize("NFC", named).casefold()
+            by_student[key].append((named, entry, shown))
     found = []
     for claims in by_student.values():
-        student, source = claims[0]
+        student, source, _ = claims[0]
         refused = ""
         if len(claims) > 1:
-            names = ", ".join(_shown(path) for _, path in claims)
+            names = ", ".join(shown for _, _, shown in claims)
             refused = (
                 f"{len(claims)} submissions for one student ({names}); keep one of them in the "
                 "submissions folder and grade again"
@@ -108,9 +117,8 @@ def survey(root: Path) -> tuple[list[Submission], list[Skipped]]:
     return sorted(found, key=lambda s: s.student), skipped
 
 
-def _student_name(entry: Path) -> str | Skipped:
-    shown = _shown(entry)
-    name = entry.name
+def _student_name(name: str, shown: str, mode: int | None, unreachable: str) -> str | Skipped:
+    """The student's name for an entry of ``mode`` (None: ``unreachable`` says why)."""
     try:
         name.encode("utf-8")
     except UnicodeEncodeError:
@@ -119,12 +127,8 @@ def _student_name(entry: Path) -> str | Skipped:
         return Skipped(shown, "a hidden entry (its name starts with '.')")
     if any(unicodedata.category(c).startswith("C") for c in name):
         return Skipped(shown, "the name holds control characters: rename it")
-    # The instructor's own links (to a folder or an archive) are followed, a student's never
-    # (not even to tell what it leads to); links inside a submission never are.
-    try:
-        mode = entry_mode(entry)
-    except InvalidSubmission as error:
-        return Skipped(shown, str(error))
+    if mode is None:
+        return Skipped(shown, unreachable)
     if stat.S_ISDIR(mode):
         return _not_too_long(name, shown)
     if not stat.S_ISREG(mode):
@@ -144,15 +148,6 @@ def _not_too_long(student: str, shown: str) -> str | Skipped:
     if len(student.encode("utf-8")) > MAX_NAME_BYTES:
         return Skipped(shown, f"the name is longer than {MAX_NAME_BYTES} bytes: shorten it")
     return student
-
-
-def _shown(entry: Path) -> str:
-    name = printable(entry.name)
-    try:
-        folder = stat.S_ISDIR(entry_mode(entry))
-    except InvalidSubmission:
-        folder = False
-    return name + "/" if folder else name
 
 
 @dataclass(frozen=True)

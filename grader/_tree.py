@@ -42,7 +42,7 @@ _OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEX
 _LINK_ERRNOS = {errno.ELOOP, errno.EMLINK}
 
 
-def skipped_dir(name: str) -> bool:
+def _skipped_dir(name: str) -> bool:
     """A hidden or tool folder: never searched for the practice directory, never digested.
     One rule for both, or a rerun could skip a changed submission that lives in one."""
     return name in _SKIPPED_DIRS or name.startswith(".")
@@ -53,9 +53,9 @@ class Tree:
     """What one pass over a directory submission read."""
 
     digest: str
-    folders: set[str] = field(default_factory=set)  # relative, "" the top; no skipped ones
+    folders: set[str] = field(default_factory=set)  # relative, "" the top; where a package can be
     kept: dict[str, bytes] = field(default_factory=dict)  # at most MAX_MODULE_BYTES + 1 each
-    special: set[str] = field(default_factory=set)  # neither file nor folder (a FIFO, socket)
+    special: set[str] = field(default_factory=set)  # a FIFO or socket where ``keep`` says
 
 
 def read_tree(source: Path, keep: Callable[[str], bool]) -> Tree:
@@ -133,7 +133,7 @@ class _Walk:
             if stat.S_ISLNK(info.st_mode):
                 _refuse_link(path)
             elif stat.S_ISDIR(info.st_mode):
-                if not skipped_dir(name):
+                if not _skipped_dir(name):
                     subfolders.append((name, path))
             elif stat.S_ISREG(info.st_mode):
                 self.file(fd, name, path)

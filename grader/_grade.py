@@ -1,6 +1,7 @@
 """Grade a folder of submissions: isolated runs in parallel, results written atomically per
 submission, class reports rebuilt from every result in OUT. Rerunning resumes: a submission
-whose input and grading key are unchanged is not graded again (unless ``regrade``).
+whose input and grading key are unchanged is not graded again (unless ``regrade``). Where
+the jobs' CPU use cannot be held apart, a timeout under CPU pressure is graded again alone.
 
 No one submission stops the run: whatever goes wrong while grading it is recorded as its
 result. The student's own failures are ``invalid``, ``crashed`` or ``timeout``; the grader's
@@ -34,6 +35,7 @@ from grader._intake import InvalidSubmission, Submission, survey, take
 from grader._run_records import check_the_judge, host_ended, judge_interrupted, run_flags
 from grader._scan import ScanReport, scan
 from grader._scoring import InventoryItem, collect_inventory, score
+from grader._starvation import StallMeter, maybe_starved
 from grader._store import ResultStore
 from grader.model import Status, SubmissionResult, truncate
 from grader.report import write_class_reports, write_submission_reports
@@ -84,16 +86,24 @@ def grade_submissions(
             pending = [
                 s for s in found if options.regrade or not _up_to_date(store, s, session.key)
             ]
+            # Without a cpu cgroup per job, a job that runs many busy processes can starve
+            # its neighbours into a timeout: such a timeout is graded again, alone.
+            cpu_shared = min(options.jobs, len(pending)) > 1 and not users.isolates_cpu
+            again: list[Submission] = []
             with ThreadPoolExecutor(max_workers=max(1, options.jobs)) as pool:
-                futures = [pool.submit(session.grade, s) for s in pending]
+                futures = {pool.submit(_measured, session, s): s for s in pending}
                 try:
                     for future in as_completed(futures):
-                        result = _record(out, store, future.result())
-                        if on_done is not None:
-                            on_done(result)
+                        result, stall_share = future.result()
+                        if cpu_shared and maybe_starved(result, stall_share):
+                            again.append(futures[future])
+                        else:
+                            _finish(out, store, result, on_done)
                 except BaseException:
                     pool.shutdown(cancel_futures=True)
                     raise
+            for submission in again:  # one at a time, after the others: no neighbour
+                _finish(out, store, session.grade(submission), on_done)
         results = stored_results(store)
         write_class_reports(out, lab, results, skipped)
     return results
@@ -117,6 +127,24 @@ def _holding(out: Path) -> Iterator[None]:
         lock.write(f"pid {os.getpid()}, since {time.strftime('%H:%M:%S')}\n")
         lock.flush()
         yield
+
+
+def _measured(session: _Session, submission: Submission) -> tuple[SubmissionResult, float | None]:
+    """The result, and the share of its run in which some task waited for a CPU."""
+    meter = StallMeter()
+    result = session.grade(submission)
+    return result, meter.share()
+
+
+def _finish(
+    out: Path,
+    store: ResultStore,
+    result: SubmissionResult,
+    on_done: Callable[[SubmissionResult], None] | None,
+) -> None:
+    recorded = _record(out, store, result)
+    if on_done is not None:
+        on_done(recorded)
 
 
 def _record(out: Path, store: ResultStore, result: SubmissionResult) -> SubmissionResult:

@@ -53,7 +53,7 @@ class JobUser(NamedTuple):
     uid: int
     gid: int
     cgroups: tuple[Path, ...] = ()  # cgroups the job's first process joins
-    limited: tuple[str, ...] = ()  # the controllers they hold it to: "pids", "memory"
+    limited: tuple[str, ...] = ()  # the controllers they hold it to: "pids", "memory", "cpu"
 
 
 class UserPool:
@@ -77,8 +77,13 @@ class UserPool:
         self._locks: dict[int, IO[bytes]] = {}
         self._mutex = threading.Lock()
         self._next = FIRST_UID
-        for _ in range(self._size):
-            self._free.put(self._claim() if self._root else None)
+        claimed = [self._claim() if self._root else None for _ in range(self._size)]
+        for taken in claimed:
+            self._free.put(taken)
+        # Whether each job's processes together get one job's share of the cores (a cpu
+        # cgroup each: root, where writable); without it, a job that runs many busy
+        # processes takes the cores from its neighbours.
+        self.isolates_cpu = all(t is not None and "cpu" in t.limited for t in claimed)
 
     @contextlib.contextmanager
     def user(self) -> Iterator[JobUser | None]:

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tarfile
 import threading
+import time
 import tracemalloc
 import xml.etree.ElementTree as ET
 import zipfile
@@ -26,12 +27,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pytest_timeout import PYTEST_FAILURE_MESSAGE as TEST_TIMEOUT
 
 from coursekit import load_lab
 from coursekit.layout import COURSE_ROOT, solution_root
-from grader import GradeOptions, _export, _grade, _sandbox, grade_submissions
+from grader import GradeOptions, _export, _grade, _sandbox, _starvation, grade_submissions
 from grader._intake import InvalidSubmission, Submission, lab_modules, survey
 from grader._sandbox._channel import read_lines
+from grader._store import ResultStore
 from grader.model import REASON_LIMIT, StageScore, SubmissionResult, TestResult, printable
 from grader.report import gradebook, gradescope, junit, write_class_reports
 from grader.report import write_submission_reports as write_reports
@@ -503,6 +506,95 @@ def test_a_judge_interrupted_by_the_students_process_is_a_crash_not_a_grade(
     grade_submissions(subs, out, GradeOptions(jobs=1))
     status, reason = statuses(out)["gus"]
     assert status == "crashed" and "interrupted" in reason, (status, reason)
+
+
+FIRST_READ_TEST = "tests/test_lab8_1_read.py::test_lines_are_numbered_and_details_describe_the_file"
+
+
+class ContendedSandbox:
+    """Four jobs that run side by side, for sure (a barrier), then one at a time: beside its
+    neighbours only, ``starved`` meets the wall and ``slowed`` a test's timeout; ``hangs``
+    meets the wall however it runs, ``steady`` never does. Records how many jobs ran when
+    each started."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._side_by_side = threading.Barrier(4, timeout=60)
+        self.running = 0
+        self.starts: list[tuple[str, int]] = []
+
+    def __call__(self, workdir: Path, scratch: Path, *args: Any, **kwargs: Any) -> Any:
+        behaviour = args[3].files[str(READ)].decode().split()[-1]
+        with self._lock:
+            self.running += 1
+            self.starts.append((behaviour, self.running))
+            first = [b for b, _ in self.starts].count(behaviour) == 1
+        try:
+            if first:
+                self._side_by_side.wait()
+            outcome = _sandbox.RunOutcome(isolation="fake", exit_code=1)
+            decided = {"type": "test", "nodeid": FIRST_READ_TEST, "passed": True}
+            if behaviour == "slowed" and first:
+                decided |= {"passed": False, "message": "Failed: " + TEST_TIMEOUT % 60}
+            outcome.records = [{"type": "start"}, decided]
+            if behaviour == "hangs" or (behaviour == "starved" and first):
+                outcome.timed_out = True
+            else:
+                outcome.records.append({"type": "end", "exitstatus": 0})
+            return outcome
+        finally:
+            with self._lock:
+                self.running -= 1
+
+
+@pytest.mark.parametrize(
+    ("isolated", "stall", "graded_again"),
+    [
+        (False, "always", True),  # a normal user's jobs, the CPUs contended all along
+        (False, "unknown", True),  # no pressure count (macOS): a timeout may be starvation
+        (False, "never", False),  # nothing waited for a CPU: the timeouts are the jobs' own
+        (True, "always", False),  # a cpu cgroup per job (root): no job can starve another
+    ],
+)
+def test_a_timeout_beside_jobs_that_could_take_its_cpu_is_graded_again_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, isolated: bool, stall: str,
+    graded_again: bool,
+) -> None:  # fmt: skip
+    sandbox = ContendedSandbox()
+    monkeypatch.setattr(_sandbox, "run_tests", sandbox)
+    clocks = {"always": time.monotonic, "unknown": lambda: None, "never": lambda: 0.0}
+    monkeypatch.setattr(_starvation, "cpu_stall_seconds", clocks[stall])
+
+    class Pool(_sandbox.UserPool):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.isolates_cpu = isolated
+
+    monkeypatch.setattr(_sandbox, "UserPool", Pool)
+    subs, out, done = tmp_path / "subs", tmp_path / "out", []
+    names = ["hangs", "slowed", "starved", "steady"]
+    for name in names:
+        student(subs, name, name)
+    grade_submissions(subs, out, GradeOptions(jobs=4), on_done=lambda r: done.append(r.student))
+    first_round, again = sandbox.starts[:4], sandbox.starts[4:]
+    assert sorted(b for b, _ in first_round) == names
+    assert sorted(done) == names, "on_done once per submission"
+    stored = ResultStore(out).load("slowed")
+    assert stored is not None
+    slowed = [t for t in stored.tests if t.nodeid == FIRST_READ_TEST]
+    book = {name: status for name, (status, _) in statuses(out).items()}
+    steady = {"slowed": "graded", "steady": "graded"}
+    if graded_again:
+        assert sorted(again) == [("hangs", 1), ("slowed", 1), ("starved", 1)], (
+            "each timeout graded beside jobs that could take its CPU is graded once more, "
+            f"with no other job running: {sandbox.starts}"
+        )
+        assert book == {"starved": "graded", "hangs": "timeout"} | steady
+        assert [t.status for t in slowed] == ["passed"], "the run alone is the one that counts"
+    else:
+        assert not again, f"graded again although no neighbour could starve it: {again}"
+        assert book == {"starved": "timeout", "hangs": "timeout"} | steady
+        assert [t.status for t in slowed] == ["failed"]
 
 
 @pytest.mark.slow

@@ -657,6 +657,35 @@ def test_the_same_key_runs_strictly_in_order() -> None:
     ], "operations on one key must run one after another, in the order they were queued"
 
 
+def test_each_waiter_waits_for_the_one_queued_just_before_it() -> None:
+    async def scenario() -> list[str]:
+        queue = MutationQueue()
+        log: list[str] = []
+        gates = [asyncio.Event() for _ in range(3)]
+        started = asyncio.Event()
+        tasks = [
+            asyncio.create_task(
+                queue.run("k", functools.partial(gated, log, f"op{i}", gates[i], started))
+            )
+            for i in range(3)
+        ]
+        await wait_or_fail(started, tasks, "MutationQueue.run never started op0 on a free key")
+        gates[0].set()  # only op0 may end: op1 then runs, and op2 must still wait for it
+        await settle()
+        raise_task_failures(*tasks)
+        seen = list(log)
+        gates[1].set()
+        gates[2].set()
+        await asyncio.gather(*tasks)
+        return seen
+
+    assert run(scenario()) == ["op0 start", "op0 end", "op1 start"], (
+        "when op0 ends, op1 starts and op2 keeps waiting for op1: every operation must become "
+        "its key's tail (the completion the next one waits for) as soon as it is queued, "
+        "before it waits, not after"
+    )
+
+
 async def wait_or_fail(event: asyncio.Event, tasks: list[asyncio.Task[Any]], message: str) -> None:
     waiting = asyncio.create_task(event.wait())
     await asyncio.wait({waiting, *tasks}, timeout=5, return_when=asyncio.FIRST_COMPLETED)
@@ -1323,11 +1352,13 @@ def test_a_replaced_file_keeps_its_extended_attributes(
             raise OSError(errno.ENOTSUP, os.strerror(errno.ENOTSUP))
 
         monkeypatch.setattr(os, "listxattr", unsupported)
+    # The one refused is the one listed first: the rest must still be copied after it.
+    refused = next(n for n in listxattr(target) if n.startswith("user."))
     if fault == "one-refused":  # security.* and trusted.* need rights a writer may lack
         real_setxattr = os.setxattr
 
         def setxattr(path: Any, attribute: str, *args: Any, **kwargs: Any) -> None:
-            if attribute == "user.locked":
+            if attribute == refused:
                 raise PermissionError(errno.EPERM, os.strerror(errno.EPERM))
             real_setxattr(path, attribute, *args, **kwargs)
 
@@ -1340,16 +1371,17 @@ def test_a_replaced_file_keeps_its_extended_attributes(
     )
     assert target.read_text() == "new\n"
     kept = {n: getxattr(target, n) for n in listxattr(target) if n.startswith("user.")}
+    attributes = {"user.origin": b"https://example.org", "user.locked": b"1"}
     expected = {
-        None: {"user.origin": b"https://example.org", "user.locked": b"1"},
+        None: attributes,
         "unsupported": {},
-        "one-refused": {"user.origin": b"https://example.org"},
+        "one-refused": {n: v for n, v in attributes.items() if n != refused},
     }[fault]
     if fault != "unsupported":
         assert kept == expected, (
             "invariant: replacing a file keeps its extended attributes (os.listxattr, "
             "os.getxattr, os.setxattr on the temp file before the rename), each one that can "
-            f"be set: expected {expected}, got {kept}"
+            f"be set, also those after one that cannot: expected {expected}, got {kept}"
         )
     only_expected_files(workspace, {"download.bin"})
 

@@ -536,14 +536,19 @@ def test_stdin_is_empty_not_the_agents_input(workspace: Path, stdin_with_a_secre
     )
 
 
-@pytest.mark.parametrize("ending", ["exit", "timeout"])
+@pytest.mark.parametrize("ending", ["exit", "timeout", "spawn-failure"])
 def test_the_abort_listener_is_removed_when_the_call_ends(workspace: Path, ending: str) -> None:
     controller = AbortController()
     left = spy_on_listeners(controller.signal)
-    command = "true" if ending == "exit" else "sleep 30"
-    tools = create_coding_tools(workspace, bash_timeout_ms=1000)
+    command = "sleep 30" if ending == "timeout" else "true"
+    cwd = workspace / "deleted" if ending == "spawn-failure" else workspace
+    cwd.mkdir(exist_ok=True)
+    tools = create_coding_tools(cwd, bash_timeout_ms=1000)
+    if ending == "spawn-failure":
+        cwd.rmdir()  # bash cannot start in it
     out = run(call(tools, "bash", {"command": command}, signal=controller.signal))
     assert out.details.timed_out == (ending == "timeout"), text_of(out)
+    assert out.is_error == (ending != "exit"), text_of(out)
     assert left() == 0, (
         f"{left()} abort listener(s) still registered after the call ended ({ending}): remove "
         "the listener on every path (the function add_listener returns), or each call leaks one"

@@ -621,19 +621,28 @@ async def settle() -> None:
         await asyncio.sleep(0)
 
 
+async def three_gated_operations_on_one_key() -> tuple[
+    list[str], list[asyncio.Event], list[asyncio.Task[str]]
+]:
+    """op0, op1 and op2 queued in that order on one key, each held at its gate; returns
+    once op0 has started."""
+    queue = MutationQueue()
+    log: list[str] = []
+    gates = [asyncio.Event() for _ in range(3)]
+    started = asyncio.Event()
+    tasks = [
+        asyncio.create_task(
+            queue.run("k", functools.partial(gated, log, f"op{i}", gates[i], started))
+        )
+        for i in range(3)
+    ]
+    await wait_or_fail(started, tasks, "MutationQueue.run never started op0 on a free key")
+    return log, gates, tasks
+
+
 def test_the_same_key_runs_strictly_in_order() -> None:
     async def scenario() -> list[str]:
-        queue = MutationQueue()
-        log: list[str] = []
-        gates = [asyncio.Event() for _ in range(3)]
-        started = asyncio.Event()
-        tasks = [
-            asyncio.create_task(
-                queue.run("k", functools.partial(gated, log, f"op{i}", gates[i], started))
-            )
-            for i in range(3)
-        ]
-        await wait_or_fail(started, tasks, "MutationQueue.run never started op0 on a free key")
+        log, gates, tasks = await three_gated_operations_on_one_key()
         await settle()
         raise_task_failures(*tasks)
         assert log == ["op0 start"], (
@@ -659,17 +668,7 @@ def test_the_same_key_runs_strictly_in_order() -> None:
 
 def test_each_waiter_waits_for_the_one_queued_just_before_it() -> None:
     async def scenario() -> list[str]:
-        queue = MutationQueue()
-        log: list[str] = []
-        gates = [asyncio.Event() for _ in range(3)]
-        started = asyncio.Event()
-        tasks = [
-            asyncio.create_task(
-                queue.run("k", functools.partial(gated, log, f"op{i}", gates[i], started))
-            )
-            for i in range(3)
-        ]
-        await wait_or_fail(started, tasks, "MutationQueue.run never started op0 on a free key")
+        log, gates, tasks = await three_gated_operations_on_one_key()
         gates[0].set()  # only op0 may end: op1 then runs, and op2 must still wait for it
         await settle()
         raise_task_failures(*tasks)

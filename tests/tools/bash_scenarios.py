@@ -5,6 +5,7 @@ practice directory's ``src`` on PYTHONPATH). Each prints one JSON object.
     python bash_scenarios.py hopper TOKEN      # a process that changes its pid every 2 ms
     python bash_scenarios.py late-orphans      # children that die after their shell
     python bash_scenarios.py fuzz              # hypothesis: every command gives a result
+    python bash_scenarios.py unattached TOKEN  # a shell whose marker shows only on a late look
 """
 
 from __future__ import annotations
@@ -200,6 +201,39 @@ def fuzz(workspace: Path) -> dict[str, Any]:
     return checked
 
 
+def unattached(workspace: Path, token: str) -> dict[str, Any]:
+    """A shell that was started but whose pid never reached the tool (no thread to watch
+    it), swept while its marker cannot be read yet: in the middle of an exec a process
+    shows an empty environment. The first looks at each process are made to see none."""
+    import subprocess
+
+    from picourse.coding_tools import command_scope
+
+    scope = command_scope.CommandScope()
+    shell = subprocess.Popen(
+        scope.argv(f"exec sleep 600.{token}"),
+        cwd=workspace,
+        env=scope.env(),
+        start_new_session=True,
+    )
+    looks: dict[int, int] = {}
+    marker_of = command_scope._marker_of
+
+    def late_marker(pid: int) -> str | None:
+        looks[pid] = looks.get(pid, 0) + 1
+        return None if looks[pid] <= 4 else marker_of(pid)
+
+    command_scope._marker_of = late_marker
+    try:
+        scope.sweep_unattached()
+    finally:
+        command_scope._marker_of = marker_of
+    survived = shell.poll() is None
+    shell.kill()
+    shell.wait()
+    return {"looks": looks.get(shell.pid, 0), "survived": survived}
+
+
 def main() -> None:
     scenario, *args = sys.argv[1:]
     # Orphans of what the scenario starts come back to this process, whatever the code under
@@ -220,6 +254,8 @@ def main() -> None:
                 result = hopper(workspace, args[0])
             elif scenario == "late-orphans":
                 result = late_orphans(workspace)
+            elif scenario == "unattached":
+                result = unattached(workspace, args[0])
             else:
                 result = fuzz(workspace)
     finally:

@@ -67,6 +67,19 @@ def test_children_that_outlive_their_shell_get_the_grace_and_are_reaped(
     assert result["left"] == [], f"left unreaped (zombies of the tool's process): {result['left']}"
 
 
+@pytest.mark.parametrize("cgroup", [True, False], ids=["cgroup-if-allowed", "sweep-only"])
+def test_a_shell_started_but_never_attached_is_found_however_late_it_shows(
+    solved_src: Path, cgroup: bool
+) -> None:
+    # Where asyncio cannot start the thread that watches bash, the tool never learns its
+    # pid; two quiet passes right after the spawn can both fall inside its exec.
+    result = scenario(solved_src, "unattached", str(secrets.randbelow(10**8)), cgroup=cgroup)
+    assert not result["survived"], (
+        f"the shell outlived the sweep of an unattached call after {result['looks']} looks: "
+        "keep sweeping until something of the call is found or seen to die"
+    )
+
+
 def test_every_command_gives_a_result_never_an_exception(solved_src: Path) -> None:
     result = scenario(solved_src, "fuzz")
     assert result["hazards"] >= 30 and result["printed"] >= 20, result

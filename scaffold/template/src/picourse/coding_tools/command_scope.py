@@ -99,10 +99,24 @@ class CommandScope:
     def sweep(self) -> None:
         """SIGKILL everything of the call until two passes in a row find nothing; then
         release the cgroup. Never raises; gives up after a few seconds."""
+        self._sweep(until_found=False)
+
+    def sweep_unattached(self) -> None:
+        """``sweep`` for a shell that was started but never ``attach``ed (asyncio could not
+        start the thread that watches it). Two quiet passes prove nothing then: in the
+        middle of its exec a process shows an empty environment, so no marker, and no
+        process group leads to it. Passes go on until one kills something of the call or
+        sees a child of this process die (the shell already gone), up to the deadline."""
+        self._sweep(until_found=True)
+
+    def _sweep(self, *, until_found: bool) -> None:
         deadline = time.monotonic() + _SWEEP_DEADLINE_SECONDS
         quiet = 0
-        while quiet < 2 and time.monotonic() < deadline:
-            quiet = 0 if self._kill_pass(deadline) else quiet + 1
+        found = not until_found
+        while (quiet < 2 or not found) and time.monotonic() < deadline:
+            busy = self._kill_pass(deadline)
+            found = found or busy
+            quiet = 0 if busy else quiet + 1
         self._reap_adopted()
         self._release_cgroup(deadline)
 

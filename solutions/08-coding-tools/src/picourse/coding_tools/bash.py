@@ -138,8 +138,8 @@ async def run_bash(
         )
     except RuntimeError as error:
         # Python 3.11's asyncio (and macOS's) watches each child from a thread of its own;
-        # when none can be started, bash may already run, unwatched: the sweep ends it.
-        await in_thread(scope.sweep)
+        # when none can be started, bash may already run, unwatched, its pid unknown.
+        await in_thread(scope.sweep_unattached)
         return refused(
             f"Could not start bash: {error} to watch it. This user's process limit "
             "(ulimit -u, which counts threads) is reached: end some processes and try again."

@@ -481,6 +481,20 @@ def test_a_file_of_several_megabytes_is_edited_whole(workspace: Path) -> None:
     )
 
 
+def test_a_character_split_between_two_chunks_is_still_valid_utf8(workspace: Path) -> None:
+    path = workspace / "app.py"
+    # 3-byte characters only: no power-of-two chunk size ends on a character boundary.
+    data = ("€" * 1_048_576 + "THE END\n").encode()
+    path.write_bytes(data)
+    out = edit(workspace, old_text="THE END", new_text="the end")
+    assert not out.is_error, (
+        "invariant: a valid UTF-8 file is accepted whatever the chunk size; a character may "
+        "straddle two chunks, so decode with an incremental decoder (or once, at the end), "
+        f"never each chunk on its own. Got: {text_of(out)}"
+    )
+    assert path.read_bytes() == data.replace(b"THE END", b"the end")
+
+
 def _missing(workspace: Path) -> str:
     return "app.py"
 

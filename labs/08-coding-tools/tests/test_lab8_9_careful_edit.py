@@ -240,6 +240,20 @@ def test_a_line_number_prefix_gets_a_hint_to_drop_it(workspace: Path, app: Path)
     refused(out, app, SOURCE.encode(), "edits[0]", "no match", "prefix")
 
 
+def test_a_line_number_prefix_on_a_later_line_gets_the_hint_too(workspace: Path, app: Path) -> None:
+    tools = session(workspace)
+    read(tools, "app.py")
+    out = edit(
+        tools, "app.py", old_text="    result = 0\n   3│     for item in items:", new_text="pass"
+    )
+    refused(out, app, SOURCE.encode(), "edits[0]", "no match")
+    assert "prefix" in text_of(out), (
+        "invariant: old_text with any line that starts with read's '   4│ ' prefix, the first "
+        "or a later one, gets the hint to drop the line-number prefix (search every line, e.g. "
+        f"with re.MULTILINE). Got: {text_of(out)!r}"
+    )
+
+
 # Mismatches without read's prefix: a digit inside a line, lines that start with a number
 # (an expression, a numbered list) but carry no bar, and a number and a bar inside a line.
 @pytest.mark.parametrize(

@@ -8,12 +8,14 @@ reviewed); what an unflagged in-host pass earns is bounded in ``grader/_scoring.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
 import select
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -39,6 +41,7 @@ class HostedRun:
         self.commands: Any = None
         self.results: Any = None
         self.batches = 0
+        self.stalled = False  # a batch was never taken: no later batch is sent either
 
     def start(self, seconds: float) -> None:
         results_read, results_write = os.pipe()
@@ -77,6 +80,8 @@ class HostedRun:
     def run(
         self, tests: list[str], files: list[str], judged: set[str], seconds: float
     ) -> list[dict[str, Any]]:
+        if self.stalled:
+            return verify([], self.salt, tests, files, judged, complete=False)
         if self.process is None or self.process.poll() is not None:
             self.stop()
             self.start(seconds)
@@ -85,9 +90,10 @@ class HostedRun:
         lines: list[bytes] = []
         kept = 0
         done = False
+        stray = 0
         try:
-            self.commands.write(json.dumps(batch).encode() + b"\n")
-            for line in self._lines():
+            sent, stray = self._send(json.dumps(batch).encode() + b"\n", seconds)
+            for line in self._lines() if sent else ():
                 if line.strip() == json.dumps({"done": self.batches}).encode():
                     done = True
                     break
@@ -96,7 +102,41 @@ class HostedRun:
                     kept += len(line)
         except OSError:
             pass
-        return verify(lines, self.salt, tests, files, judged, complete=done)
+        records = verify(lines, self.salt, tests, files, judged, complete=done)
+        if stray:
+            records[-1]["forged"] += stray
+        return records
+
+    def _send(self, data: bytes, seconds: float) -> tuple[bool, int]:
+        """Write a batch without ever blocking on it; returns whether it was sent, and how
+        many stray chunks arrived meanwhile. The student's code can fill the commands pipe
+        (its write end reopened through /proc) and then block writing to a full results
+        pipe: a blocking write here waited for it until the wall. So the results are read
+        while the batch waits (an honest in-host pytest writes nothing between batches:
+        what comes is forged), and a batch still not taken after ``seconds`` (one test's
+        timeout) ends the in-host run."""
+        assert self.commands is not None and self.results is not None
+        assert self.process is not None
+        source, target = self.results.fileno(), self.commands.fileno()
+        os.set_blocking(target, False)
+        pending = memoryview(data)
+        stray = 0
+        deadline = time.monotonic() + seconds
+        while pending:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.stalled = True
+                self.stop()
+                return False, stray
+            readable, writable, _ = select.select([source], [target], [], left)
+            if readable:
+                if not os.read(source, MAX_LINE_BYTES):
+                    return False, stray  # the results pipe's end: nothing can answer
+                stray += 1
+            if writable:
+                with contextlib.suppress(BlockingIOError):
+                    pending = pending[os.write(target, pending) :]
+        return True, stray
 
     def _lines(self) -> Iterator[bytes]:
         """The in-host pytest's lines, each cut at MAX_LINE_BYTES (a cut line then fails to

@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import tracemalloc
 from pathlib import Path
 from typing import Any
@@ -426,6 +427,100 @@ def test_an_in_host_batch_keeps_bounded_bytes_however_much_is_sent(
         run.stop()
     (lines,) = seen
     assert len(lines) == 50 and sum(map(len, lines)) == 5000
+
+
+# The in-host pytest as the student's code can make it: it fills the commands pipe through
+# /proc (its write end reopened), says so on the fd it is given, then blocks writing 256 KiB of results
+# before it reads a command. Sent with a blocking write, the batch waited for it forever.
+JAMMED = """
+import json, os, sys
+jam = os.open(f"/proc/self/fd/{sys.stdin.fileno()}", os.O_WRONLY | os.O_NONBLOCK)
+try:
+    while True:
+        os.write(jam, b"garbage\\n" * 512)
+except BlockingIOError:
+    pass
+ready = int(sys.argv[2])
+os.write(ready, b"full")
+os.close(ready)
+if sys.argv[1] == "then-answer":
+    sys.stdout.buffer.write(b"x" * (256 << 10) + b"\\n")
+    sys.stdout.flush()
+    for line in sys.stdin.buffer:
+        if line.startswith(b"{"):
+            print(json.dumps({"done": json.loads(line)["id"]}), flush=True)
+else:
+    import signal
+    signal.pause()  # takes no command, ever
+"""
+
+
+def _jammed_run(behaviour: str) -> tuple[hosted.HostedRun, subprocess.Popen[bytes]]:
+    ready_read, ready_write = os.pipe()
+    process = subprocess.Popen(
+        [sys.executable, "-c", JAMMED, behaviour, str(ready_write)],
+        bufsize=0,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        pass_fds=(ready_write,),
+    )
+    os.close(ready_write)
+    with os.fdopen(ready_read, "rb") as ready:
+        assert ready.read() == b"full", "the stand-in never filled its commands pipe"
+    run = hosted.HostedRun()
+    run.process, run.commands, run.results = process, process.stdin, process.stdout
+    return run, process
+
+
+def _in_thread(call: Any) -> tuple[threading.Thread, list[Any]]:
+    returned: list[Any] = []
+    thread = threading.Thread(target=lambda: returned.append(call()), daemon=True)
+    thread.start()
+    return thread, returned
+
+
+@pytest.mark.timeout(60)
+def test_a_batch_waiting_on_a_jammed_pipe_reads_the_results_meanwhile() -> None:
+    run, process = _jammed_run("then-answer")
+    try:
+        thread, returned = _in_thread(lambda: run.run(["t.py::test_one"], [], set(), 30))
+        thread.join(40)
+        assert not thread.is_alive(), (
+            "the judge blocked writing its batch while the in-host pytest blocked writing "
+            "its results: read the results while the batch waits"
+        )
+    finally:
+        run.stop()  # kills and reaps it, which also frees a judge still blocked
+        thread.join(10)
+    (*records, summary) = returned[0]
+    assert records == [] and summary["forged"] >= 1, (
+        f"what arrives between batches is no answer: counted as forged ({summary})"
+    )
+    assert process.returncode is not None
+
+
+@pytest.mark.timeout(60)
+def test_a_batch_never_taken_ends_the_in_host_run_after_one_tests_timeout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    run, process = _jammed_run("then-wait")
+    try:
+        thread, returned = _in_thread(lambda: run.run(["t.py::test_one"], [], set(), 2))
+        thread.join(30)
+        assert not thread.is_alive(), "a batch nobody takes must end after one test's timeout"
+    finally:
+        run.stop()
+        thread.join(10)
+    (*records, summary) = returned[0]
+    assert records == [] and summary["tests"] == 0
+    assert process.returncode is not None, "the stalled in-host pytest is ended and reaped"
+
+    def start_again(seconds: float) -> None:
+        raise AssertionError("a stalled in-host run is not started again for every batch")
+
+    monkeypatch.setattr(run, "start", start_again)
+    (*records, summary) = run.run(["t.py::test_two"], [], set(), 2)
+    assert records == [] and summary["tests"] == 0
 
 
 def test_an_answer_too_deep_to_decode_fails_its_call_and_says_why() -> None:

@@ -430,8 +430,8 @@ def test_an_in_host_batch_keeps_bounded_bytes_however_much_is_sent(
 
 
 # The in-host pytest as the student's code can make it: it fills the commands pipe through
-# /proc (its write end reopened), says so on the fd it is given, then blocks writing 256 KiB of results
-# before it reads a command. Sent with a blocking write, the batch waited for it forever.
+# /proc (its write end reopened), says so on the fd it is given, then blocks writing 256 KiB
+# of results before it reads a command. Sent with a blocking write, the batch waited forever.
 JAMMED = """
 import json, os, sys
 jam = os.open(f"/proc/self/fd/{sys.stdin.fileno()}", os.O_WRONLY | os.O_NONBLOCK)

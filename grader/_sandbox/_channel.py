@@ -10,20 +10,25 @@ from typing import Any
 
 OUTPUT_TAIL_BYTES = 64 * 1024
 MAX_RECORD_BYTES = 1 << 20  # a record holds a message cut at 2000 characters
+MAX_RECORDS = 100_000  # a flood of records is not a test run
 
 
 def read_lines(fd: int, lines: list[bytes]) -> None:
     """Split the channel into lines, looking at each byte once: a flood without newlines costs
-    linear time, and a line past MAX_RECORD_BYTES is dropped as one forged (empty) record."""
+    linear time, and a line past MAX_RECORD_BYTES is dropped as one forged (empty) record.
+    Past MAX_RECORDS lines the rest is read and dropped, as one more forged record: a
+    reader that stopped would leave the judge blocked on its next record until the wall."""
     partial = bytearray()
-    overlong = False
-    while len(lines) <= 100_000:  # a flood of records is not a test run
+    overlong = flooded = False
+    while True:
         try:
             chunk = os.read(fd, 1 << 16)
         except OSError:
             break
         if not chunk:
             break
+        if flooded:
+            continue
         start = 0
         while (end := chunk.find(b"\n", start)) >= 0:
             partial += chunk[start:end]
@@ -31,6 +36,12 @@ def read_lines(fd: int, lines: list[bytes]) -> None:
             partial.clear()
             overlong = False
             start = end + 1
+            if len(lines) == MAX_RECORDS:
+                lines.append(b"")
+                flooded = True
+                break
+        if flooded:
+            continue
         partial += chunk[start:]
         if len(partial) > MAX_RECORD_BYTES:
             partial.clear()

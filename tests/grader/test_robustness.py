@@ -33,7 +33,7 @@ from coursekit import load_lab
 from coursekit.layout import COURSE_ROOT, solution_root
 from grader import GradeOptions, _export, _grade, _sandbox, _starvation, grade_submissions
 from grader._intake import InvalidSubmission, Submission, lab_modules, survey
-from grader._sandbox._channel import read_lines
+from grader._sandbox._channel import MAX_RECORDS, read_lines
 from grader._store import ResultStore
 from grader.model import REASON_LIMIT, StageScore, SubmissionResult, TestResult, printable
 from grader.report import gradebook, gradescope, junit, write_class_reports
@@ -391,6 +391,32 @@ def test_a_channel_flooded_without_newlines_costs_bounded_memory() -> None:
         os.close(read_end)
     assert lines == [b"", b"next record"], "the flood is one dropped record, the next intact"
     assert peak[0] < 8 * MiB, f"{peak[0]} bytes held for a 48 MiB line"
+
+
+def test_a_channel_flooded_with_records_is_read_to_its_end() -> None:
+    read_end, write_end = os.pipe()
+
+    def flood() -> None:
+        with contextlib.suppress(BrokenPipeError), os.fdopen(write_end, "wb") as pipe:
+            pipe.write(b"{}\n" * (MAX_RECORDS + 10))
+            pipe.write(b"x" * MiB + b"\n")  # far more than a pipe holds
+
+    writer = threading.Thread(target=flood)
+    lines: list[bytes] = []
+    try:
+        writer.start()
+        read_lines(read_end, lines)
+        writer.join(30)
+        assert not writer.is_alive(), (
+            "the reader stopped at MAX_RECORDS and left the writer (the judge) blocked on a "
+            "full channel: read the rest and drop it"
+        )
+    finally:
+        os.close(read_end)  # a writer still blocked gets EPIPE and ends
+        writer.join()
+    assert len(lines) == MAX_RECORDS + 1 and lines[-1] == b"", (
+        "the records past the cap are dropped as one forged (empty) record"
+    )
 
 
 # Orchestration ------------------------------------------------------------------------------

@@ -29,6 +29,9 @@ MAX_LINE_BYTES = 1 << 16
 MAX_BATCH_BYTES = 64 << 20
 # How often a quiet results pipe is checked for an in-host pytest that has ended.
 QUIET_CHECK_SECONDS = 0.2
+# How long an in-host pytest may stay quiet during a batch beyond two tests' timeouts (each
+# test sends its line within one): room for collection on a loaded machine.
+QUIET_MARGIN_SECONDS = 10.0
 
 
 class HostedRun:
@@ -93,7 +96,7 @@ class HostedRun:
         stray = 0
         try:
             sent, stray = self._send(json.dumps(batch).encode() + b"\n", seconds)
-            for line in self._lines() if sent else ():
+            for line in self._lines(quiet_limit=2 * seconds + QUIET_MARGIN_SECONDS) if sent else ():
                 if line.strip() == json.dumps({"done": self.batches}).encode():
                     done = True
                     break
@@ -138,21 +141,30 @@ class HostedRun:
                     pending = pending[os.write(target, pending) :]
         return True, stray
 
-    def _lines(self) -> Iterator[bytes]:
+    def _lines(self, quiet_limit: float = float("inf")) -> Iterator[bytes]:
         """The in-host pytest's lines, each cut at MAX_LINE_BYTES (a cut line then fails to
         parse: forged), until end of file or until that pytest has ended and the pipe is
         drained. Not end of file alone: the student's code can reopen the pipe's write end
-        through /proc and hold it, which would keep the judge waiting until the wall."""
+        through /proc and hold it, which would keep the judge waiting until the wall. Nor
+        a pytest that stays quiet past ``quiet_limit``: each test sends its line within one
+        test's timeout, so only code that disabled that timeout is still running; the
+        in-host run then ends for the rest of the session."""
         assert self.results is not None and self.process is not None
         fd = self.results.fileno()
         pending = b""
+        heard = time.monotonic()
         while True:
             if not select.select([fd], [], [], QUIET_CHECK_SECONDS)[0]:
                 if self.process.poll() is None:
-                    continue
+                    if time.monotonic() - heard <= quiet_limit:
+                        continue
+                    self.stalled = True
+                    self.stop()
+                    return
                 chunk = b""
             else:
                 chunk = os.read(fd, MAX_LINE_BYTES)
+                heard = time.monotonic()
             if not chunk:  # the end: a last line without its newline still counts
                 if pending:
                     yield pending

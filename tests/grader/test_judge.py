@@ -523,6 +523,38 @@ def test_a_batch_never_taken_ends_the_in_host_run_after_one_tests_timeout(
     assert records == [] and summary["tests"] == 0
 
 
+SILENT = """
+import signal, sys
+sys.stdin.readline()  # takes the batch, then never answers: its own timeout is off
+signal.pause()
+"""
+
+
+@pytest.mark.timeout(60)
+def test_a_batch_taken_but_never_answered_ends_the_in_host_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(hosted, "QUIET_MARGIN_SECONDS", 0.0)
+    process = subprocess.Popen(
+        [sys.executable, "-c", SILENT], bufsize=0, stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    run = hosted.HostedRun()
+    run.process, run.commands, run.results = process, process.stdin, process.stdout
+    try:
+        thread, returned = _in_thread(lambda: run.run(["t.py::test_one"], [], set(), 1))
+        thread.join(30)
+        assert not thread.is_alive(), (
+            "an in-host pytest quiet for two tests' timeouts is stuck: the judge must stop "
+            "waiting for it, not wait until the wall"
+        )
+    finally:
+        run.stop()
+        thread.join(10)
+    (*records, summary) = returned[0]
+    assert records == [] and summary["tests"] == 0
+    assert run.stalled and process.returncode is not None, "ended, reaped, and not restarted"
+
+
 def test_an_answer_too_deep_to_decode_fails_its_call_and_says_why() -> None:
     from grader._judge import remote
 

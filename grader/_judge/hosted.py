@@ -30,7 +30,8 @@ MAX_BATCH_BYTES = 64 << 20
 # How often a quiet results pipe is checked for an in-host pytest that has ended.
 QUIET_CHECK_SECONDS = 0.2
 # How long an in-host pytest may stay quiet during a batch beyond two tests' timeouts (each
-# test sends its line within one): room for collection on a loaded machine.
+# test sends its line within one: no lab test has a timeout marker of its own, and one that
+# had a longer one would need a larger bound): room for collection on a loaded machine.
 QUIET_MARGIN_SECONDS = 10.0
 
 

@@ -555,6 +555,20 @@ def test_a_batch_taken_but_never_answered_ends_the_in_host_run(
     assert run.stalled and process.returncode is not None, "ended, reaped, and not restarted"
 
 
+def test_no_lab_test_has_a_timeout_of_its_own() -> None:
+    marked = [
+        f"{path.name}:{number}"
+        for path in sorted((LAB.root / "tests").glob("*.py"))
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if "mark.timeout" in line or "timeout_func_only" in line
+    ]
+    assert not marked, (
+        "the judge gives up on an in-host batch quiet for two tests' timeouts (hosted.py, "
+        f"QUIET_MARGIN_SECONDS): a lab test with a longer timeout of its own needs a larger "
+        f"bound there: {marked}"
+    )
+
+
 def test_an_answer_too_deep_to_decode_fails_its_call_and_says_why() -> None:
     from grader._judge import remote
 

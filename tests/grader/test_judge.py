@@ -472,27 +472,34 @@ def _jammed_run(behaviour: str) -> tuple[hosted.HostedRun, subprocess.Popen[byte
     return run, process
 
 
-def _in_thread(call: Any) -> tuple[threading.Thread, list[Any]]:
+def _batch_within(run: hosted.HostedRun, seconds: float, wait: float, why: str) -> Any:
+    """One batch of one test, run in a thread that must end within ``wait``; the in-host
+    stand-in is stopped and reaped whatever happens, which also frees a judge still blocked."""
     returned: list[Any] = []
-    thread = threading.Thread(target=lambda: returned.append(call()), daemon=True)
-    thread.start()
-    return thread, returned
+    batch = threading.Thread(
+        target=lambda: returned.append(run.run(["t.py::test_one"], [], set(), seconds)),
+        daemon=True,
+    )
+    batch.start()
+    try:
+        batch.join(wait)
+        assert not batch.is_alive(), why
+    finally:
+        run.stop()
+        batch.join(10)
+    return returned[0]
 
 
 @pytest.mark.timeout(60)
 def test_a_batch_waiting_on_a_jammed_pipe_reads_the_results_meanwhile() -> None:
     run, process = _jammed_run("then-answer")
-    try:
-        thread, returned = _in_thread(lambda: run.run(["t.py::test_one"], [], set(), 30))
-        thread.join(40)
-        assert not thread.is_alive(), (
-            "the judge blocked writing its batch while the in-host pytest blocked writing "
-            "its results: read the results while the batch waits"
-        )
-    finally:
-        run.stop()  # kills and reaps it, which also frees a judge still blocked
-        thread.join(10)
-    (*records, summary) = returned[0]
+    (*records, summary) = _batch_within(
+        run,
+        30,
+        40,
+        "the judge blocked writing its batch while the in-host pytest blocked writing "
+        "its results: read the results while the batch waits",
+    )
     assert records == [] and summary["forged"] >= 1, (
         f"what arrives between batches is no answer: counted as forged ({summary})"
     )
@@ -504,14 +511,9 @@ def test_a_batch_never_taken_ends_the_in_host_run_after_one_tests_timeout(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     run, process = _jammed_run("then-wait")
-    try:
-        thread, returned = _in_thread(lambda: run.run(["t.py::test_one"], [], set(), 2))
-        thread.join(30)
-        assert not thread.is_alive(), "a batch nobody takes must end after one test's timeout"
-    finally:
-        run.stop()
-        thread.join(10)
-    (*records, summary) = returned[0]
+    (*records, summary) = _batch_within(
+        run, 2, 30, "a batch nobody takes must end after one test's timeout"
+    )
     assert records == [] and summary["tests"] == 0
     assert process.returncode is not None, "the stalled in-host pytest is ended and reaped"
 
@@ -540,17 +542,13 @@ def test_a_batch_taken_but_never_answered_ends_the_in_host_run(
     )
     run = hosted.HostedRun()
     run.process, run.commands, run.results = process, process.stdin, process.stdout
-    try:
-        thread, returned = _in_thread(lambda: run.run(["t.py::test_one"], [], set(), 1))
-        thread.join(30)
-        assert not thread.is_alive(), (
-            "an in-host pytest quiet for two tests' timeouts is stuck: the judge must stop "
-            "waiting for it, not wait until the wall"
-        )
-    finally:
-        run.stop()
-        thread.join(10)
-    (*records, summary) = returned[0]
+    (*records, summary) = _batch_within(
+        run,
+        1,
+        30,
+        "an in-host pytest quiet for two tests' timeouts is stuck: the judge must stop "
+        "waiting for it, not wait until the wall",
+    )
     assert records == [] and summary["tests"] == 0
     assert run.stalled and process.returncode is not None, "ended, reaped, and not restarted"
 

@@ -32,7 +32,13 @@ from coursekit.layout import SCAFFOLD
 from grader import _sandbox
 from grader._diagnosis import Diagnoser
 from grader._intake import InvalidSubmission, Submission, survey, take
-from grader._run_records import check_the_judge, host_ended, judge_interrupted, run_flags
+from grader._run_records import (
+    check_the_judge,
+    host_ended,
+    host_stalled,
+    judge_interrupted,
+    run_flags,
+)
 from grader._scan import ScanReport, scan
 from grader._scoring import InventoryItem, collect_inventory, score
 from grader._starvation import StallMeter, maybe_starved
@@ -355,6 +361,13 @@ class _Session:
             result.reason = (
                 f"the student's process ended early (exit code {host_ended(outcome)}); "
                 "tests that passed before it still count"
+            )
+        elif host_stalled(outcome):
+            result.status = "crashed"
+            result.reason = (
+                "the student's process stopped answering the tests run in it (code that "
+                "blocks or turns off pytest's timeout), so those tests earn nothing; "
+                "tests that passed before it and the judge's own still count"
             )
         elif judge_interrupted(outcome):
             result.status = "crashed"

@@ -55,6 +55,13 @@ def host_ended(outcome: _sandbox.RunOutcome) -> int | None:
     return next((r["exit_code"] for r in outcome.records if r.get("type") == "host"), None)
 
 
+def host_stalled(outcome: _sandbox.RunOutcome) -> bool:
+    """The student's process stopped answering the judge's batches of in-host tests (a
+    batch never taken, or no answer within two tests' timeouts): the judge then ran no
+    more tests there, so those earned nothing."""
+    return any(r.get("type") == "hosted" and r.get("stalled") is True for r in outcome.records)
+
+
 def judge_interrupted(outcome: _sandbox.RunOutcome) -> bool:
     """pytest's exit status 2: the judge was interrupted. Nothing but the student's own
     process (the judge's child) is placed to signal it."""

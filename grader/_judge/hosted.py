@@ -84,8 +84,18 @@ class HostedRun:
     def run(
         self, tests: list[str], files: list[str], judged: set[str], seconds: float
     ) -> list[dict[str, Any]]:
+        """The batch's records, last its summary: whether the in-host run has stalled
+        (the reason its tests earn nothing), and what was forged."""
         if self.stalled:
-            return verify([], self.salt, tests, files, judged, complete=False)
+            records = verify([], self.salt, tests, files, judged, complete=False)
+        else:
+            records = self._batch(tests, files, judged, seconds)
+        records[-1]["stalled"] = self.stalled
+        return records
+
+    def _batch(
+        self, tests: list[str], files: list[str], judged: set[str], seconds: float
+    ) -> list[dict[str, Any]]:
         if self.process is None or self.process.poll() is not None:
             self.stop()
             self.start(seconds)
@@ -107,8 +117,7 @@ class HostedRun:
         except OSError:
             pass
         records = verify(lines, self.salt, tests, files, judged, complete=done)
-        if stray:
-            records[-1]["forged"] += stray
+        records[-1]["forged"] += stray
         return records
 
     def _send(self, data: bytes, seconds: float) -> tuple[bool, int]:

@@ -416,7 +416,13 @@ def test_an_in_host_batch_keeps_bounded_bytes_however_much_is_sent(
     # of its 1 GiB address space (an INTERNALERROR, no end record).
     monkeypatch.setattr(hosted, "MAX_BATCH_BYTES", 5000)
     seen: list[list[bytes]] = []
-    monkeypatch.setattr(hosted, "verify", lambda lines, *args, **kwargs: seen.append(lines))
+    verify = hosted.verify
+
+    def spy(lines: list[bytes], *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
+        seen.append(lines)
+        return verify(lines, *args, **kwargs)
+
+    monkeypatch.setattr(hosted, "verify", spy)
     run = hosted.HostedRun()
     flood = [sys.executable, "-c", FLOOD]
     run.process = subprocess.Popen(flood, bufsize=0, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
@@ -503,6 +509,7 @@ def test_a_batch_waiting_on_a_jammed_pipe_reads_the_results_meanwhile() -> None:
     assert records == [] and summary["forged"] >= 1, (
         f"what arrives between batches is no answer: counted as forged ({summary})"
     )
+    assert summary["stalled"] is False, "the batch was taken and answered"
     assert process.returncode is not None
 
 
@@ -515,6 +522,7 @@ def test_a_batch_never_taken_ends_the_in_host_run_after_one_tests_timeout(
         run, 2, 30, "a batch nobody takes must end after one test's timeout"
     )
     assert records == [] and summary["tests"] == 0
+    assert summary["stalled"] is True, "the report says why the batch's tests earn nothing"
     assert process.returncode is not None, "the stalled in-host pytest is ended and reaped"
 
     def start_again(seconds: float) -> None:
@@ -522,7 +530,7 @@ def test_a_batch_never_taken_ends_the_in_host_run_after_one_tests_timeout(
 
     monkeypatch.setattr(run, "start", start_again)
     (*records, summary) = run.run(["t.py::test_two"], [], set(), 2)
-    assert records == [] and summary["tests"] == 0
+    assert records == [] and summary["tests"] == 0 and summary["stalled"] is True
 
 
 SILENT = """
@@ -549,7 +557,7 @@ def test_a_batch_taken_but_never_answered_ends_the_in_host_run(
         "an in-host pytest quiet for two tests' timeouts is stuck: the judge must stop "
         "waiting for it, not wait until the wall",
     )
-    assert records == [] and summary["tests"] == 0
+    assert records == [] and summary["tests"] == 0 and summary["stalled"] is True
     assert run.stalled and process.returncode is not None, "ended, reaped, and not restarted"
 
 

@@ -444,6 +444,9 @@ def test_the_static_scan_never_runs_in_two_threads_at_once(monkeypatch: pytest.M
     assert met == [False, False], "the second scan began before the first ended"
 
 
+STALLED = {"type": "hosted", "tests": 0, "wrong_canaries": 0, "forged": 0, "stalled": True}
+
+
 class FakeSandbox:
     """Stands in for ``_sandbox.run_tests``: what it does depends on a word in read.py."""
 
@@ -474,6 +477,7 @@ class FakeSandbox:
             "judge-internal-error": (3, []),
             "judge-decided-nothing": (5, []),
             "judge-interrupted": (2, [decided]),  # the student's process signalled it
+            "host-stalled": (1, [decided, STALLED]),  # it stopped answering in-host batches
         }.get(behaviour, (1, [decided]))
         outcome.records = [{"type": "start"}, *records, {"type": "end", "exitstatus": status}]
         outcome.exit_code = status
@@ -532,6 +536,23 @@ def test_a_judge_interrupted_by_the_students_process_is_a_crash_not_a_grade(
     grade_submissions(subs, out, GradeOptions(jobs=1))
     status, reason = statuses(out)["gus"]
     assert status == "crashed" and "interrupted" in reason, (status, reason)
+
+
+def test_an_in_host_run_that_stopped_answering_is_a_crash_that_says_so(
+    tmp_path: Path, sandbox: FakeSandbox
+) -> None:
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    student(subs, "hal", "host-stalled")
+    student(subs, "ida", "ok")
+    grade_submissions(subs, out, GradeOptions(jobs=1))
+    book = statuses(out)
+    status, reason = book["hal"]
+    assert status == "crashed" and "stopped answering the tests run in it" in reason, (
+        "a stalled in-host run is named, not left to look like failed tests",
+        status,
+        reason,
+    )
+    assert book["ida"] == ("graded", ""), "an answered run is graded as usual"
 
 
 FIRST_READ_TEST = "tests/test_lab8_1_read.py::test_lines_are_numbered_and_details_describe_the_file"

@@ -1443,6 +1443,11 @@ def test_temp_files_of_killed_writers_are_removed(
     # The writers import picourse in processes of their own: the tools' code must be the
     # one this test runs beside (a grader reruns tests that patch the process there).
     monkeypatch.setenv("PICOURSE_WRITER_PROCESSES", "1")
+    # A write still on its stub fails here, in this process, before two Python processes
+    # start only to fail the same way.
+    probe = workspace.parent / "probe"
+    probe.mkdir()
+    call_now(create_coding_tools(probe), "write", path="probe.txt", content="probe\n")
     live = start_writer(workspace, "leak")
     try:
         leaked = {p.name for p in workspace.iterdir()}

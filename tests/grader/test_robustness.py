@@ -35,7 +35,14 @@ from grader import GradeOptions, _export, _grade, _sandbox, _starvation, grade_s
 from grader._intake import InvalidSubmission, Submission, lab_modules, survey
 from grader._sandbox._channel import MAX_RECORDS, read_lines
 from grader._store import ResultStore
-from grader.model import REASON_LIMIT, StageScore, SubmissionResult, TestResult, printable
+from grader.model import (
+    REASON_LIMIT,
+    StageScore,
+    SubmissionResult,
+    TestResult,
+    TestStatus,
+    printable,
+)
 from grader.report import gradebook, gradescope, junit, write_class_reports
 from grader.report import write_submission_reports as write_reports
 
@@ -642,6 +649,40 @@ def test_a_timeout_beside_jobs_that_could_take_its_cpu_is_graded_again_alone(
         assert not again, f"graded again although no neighbour could starve it: {again}"
         assert book == {"starved": "timeout", "hangs": "timeout"} | steady
         assert [t.status for t in slowed] == ["failed"]
+
+
+def _over_time_limit() -> str:
+    """The prefix the lab tests give a failure decided by wall-clock time, read from the
+    lab's own helpers (the grader recognises it there)."""
+    source = (LAB.root / "tests" / "lab_helpers.py").read_text(encoding="utf-8")
+    line = next(x for x in source.splitlines() if x.startswith("OVER_TIME_LIMIT = "))
+    value = line.removeprefix("OVER_TIME_LIMIT = ")
+    assert value.startswith('"') and value.endswith('"'), line
+    return value.strip('"')
+
+
+@pytest.mark.parametrize(
+    ("status", "message", "stall", "starved"),
+    [
+        ("failed", "AssertionError: {limit}the call did not finish within 15 s", 0.9, True),
+        ("failed", "Failed: {limit}the command's child never got ready", None, True),
+        ("failed", "Failed: " + TEST_TIMEOUT % 60, 0.9, True),
+        ("failed", "AssertionError: {limit}glob took 3 s", 0.1, False),  # nothing contended
+        ("failed", "AssertionError: expected 3 lines, got 2", 0.9, False),  # not a time limit
+        ("passed", "{limit}", 0.9, False),
+    ],
+)
+def test_a_failure_decided_by_wall_clock_time_under_contention_may_be_starvation(
+    status: TestStatus, message: str, stall: float | None, starved: bool
+) -> None:
+    limit = _over_time_limit()
+    test = TestResult(FIRST_READ_TEST, "8.1", False, status, message.format(limit=limit), 0, 1)
+    result = SubmissionResult("ann", "graded", "", "bwrap", tests=[test])
+    assert _starvation.maybe_starved(result, stall) is starved, (
+        "a test failed by its own bound on wall-clock time (a helper's deadline, a grace that "
+        "must end in time) can fail a right solution on a starved CPU, as a timeout can: "
+        "graded again alone, unless nothing contended the CPUs"
+    )
 
 
 @pytest.mark.slow

@@ -25,6 +25,7 @@ import psutil
 import pytest
 
 from lab_helpers import (
+    OVER_TIME_LIMIT,
     call,
     call_now,
     raise_task_failures,
@@ -146,7 +147,7 @@ def call_until_ready(
         out = call_now(tools, "bash", command=command)
         if (workspace / ready).exists():
             return out
-    pytest.fail("the command's child never got ready within 10 s (machine overloaded?)")
+    pytest.fail(f"{OVER_TIME_LIMIT}the command's child never got ready within 10 s")
 
 
 def assert_each_got_sigterm(workspace: Path) -> None:
@@ -404,12 +405,12 @@ def test_the_grace_after_sigterm_is_short(workspace: Path) -> None:
     )
     outlived = 0.0 if alive is None else alive - term
     assert outlived < 2.5, (
-        f"a process that ignored SIGTERM still ran {outlived:.1f} s after it: the grace after "
-        "SIGTERM is short (about 1 s, at most 2 s); then SIGKILL what is left"
+        f"{OVER_TIME_LIMIT}a process that ignored SIGTERM still ran {outlived:.1f} s after "
+        "it: the grace after SIGTERM is short (about 1 s, at most 2 s); then SIGKILL what is left"
     )
     assert seconds < 4, (
-        f"the call returned {seconds:.1f} s after the abort: a process that ignores SIGTERM "
-        "gets a short grace (about 1 s, at most 2 s), then SIGKILL"
+        f"{OVER_TIME_LIMIT}the call returned {seconds:.1f} s after the abort: a process "
+        "that ignores SIGTERM gets a short grace (about 1 s, at most 2 s), then SIGKILL"
     )
 
 
@@ -446,11 +447,12 @@ def test_the_event_loop_keeps_running_during_the_grace(workspace: Path) -> None:
     assert out.details.aborted, text_of(out)
     answered = sum((workspace / f"pong-{n}").exists() for n in range(HANDSHAKE_ROUNDS))
     assert (workspace / "graceful").exists(), (
-        f"after SIGTERM the command's cleanup needed {HANDSHAKE_ROUNDS} answers from a task on "
-        f"the event loop within 0.7 s and did not get them ({answered} in all): the event loop "
-        "must keep running during the grace. Wait it out without blocking the loop (await "
-        "asyncio.sleep between checks, or asyncio.to_thread for a blocking wait), never "
-        "time.sleep on the loop's thread; and give the group that grace (about 1 s) before SIGKILL"
+        f"{OVER_TIME_LIMIT}after SIGTERM the command's cleanup needed {HANDSHAKE_ROUNDS} "
+        "answers from a task on the event loop within 0.7 s and did not get them "
+        f"({answered} in all): the event loop must keep running during the grace. Wait it "
+        "out without blocking the loop (await asyncio.sleep between checks, or "
+        "asyncio.to_thread for a blocking wait), never time.sleep on the loop's thread; and "
+        "give the group that grace (about 1 s) before SIGKILL"
     )
 
 
@@ -488,10 +490,10 @@ def test_a_cancelled_call_leaves_no_process_running(workspace: Path) -> None:
         time.sleep(0.01)
     running = [pid for pid in family if still_running(pid, "cancelled.py")]
     assert not running, (
-        f"processes {running} of the command still run after its call was cancelled: when "
-        "the call's task is cancelled (the agent loop around it is torn down), kill the whole "
-        "process group before the cancellation goes on (in a finally block, or on "
-        "asyncio.CancelledError): nothing the command started may outlive the call"
+        f"{OVER_TIME_LIMIT}processes {running} of the command still run 2 s after its call was "
+        "cancelled: when the call's task is cancelled (the agent loop around it is torn "
+        "down), kill the whole process group before the cancellation goes on (in a finally "
+        "block, or on asyncio.CancelledError): nothing the command started may outlive the call"
     )
     assert listeners == 0, (
         "the abort listener is still registered after the call was cancelled: remove it on "

@@ -365,8 +365,9 @@ class _Session:
         elif host_stalled(outcome):
             result.status = "crashed"
             result.reason = (
-                "the student's process stopped answering the tests run in it (code that "
-                "blocks or turns off pytest's timeout), so those tests earn nothing; "
+                "the tests run in the student's own process could not go on (it stopped "
+                "answering them: code that blocks or turns off pytest's timeout; or it left "
+                "no room to start the process that runs them), so those tests earn nothing; "
                 "tests that passed before it and the judge's own still count"
             )
         elif judge_interrupted(outcome):

@@ -45,9 +45,23 @@ class HostedRun:
         self.commands: Any = None
         self.results: Any = None
         self.batches = 0
-        self.stalled = False  # a batch was never taken: no later batch is sent either
+        # The in-host run cannot go on (a batch never taken or never answered, or no process
+        # to be had for it): no later batch is sent either.
+        self.stalled = False
 
     def start(self, seconds: float) -> None:
+        """Start the in-host pytest; when no process can be had, the in-host run stalls. The
+        student's code can fill the job's process limit (the judge's too) and end the in-host
+        pytest to have it started again: that is theirs to answer for, never the judge's
+        failure (an error escaping here ended the judge as pytest's internal error, recorded
+        as the grader's and graded again on every run)."""
+        try:
+            self._spawn(seconds)
+        except OSError:
+            self.stalled = True
+            self.stop()
+
+    def _spawn(self, seconds: float) -> None:
         results_read, results_write = os.pipe()
         commands_read, commands_write = os.pipe()
         env = {k: os.environ[k] for k in host_process.HOST_ENVIRONMENT if k in os.environ}
@@ -75,6 +89,10 @@ class HostedRun:
                 pass_fds=(results_write, commands_read),
                 close_fds=True,
             )
+        except BaseException:
+            os.close(results_read)
+            os.close(commands_write)
+            raise
         finally:
             os.close(results_write)
             os.close(commands_read)
@@ -99,6 +117,8 @@ class HostedRun:
         if self.process is None or self.process.poll() is not None:
             self.stop()
             self.start(seconds)
+            if self.stalled:
+                return verify([], self.salt, tests, files, judged, complete=False)
         self.batches += 1
         batch = {"id": self.batches, "tests": tests, "files": files}
         lines: list[bytes] = []

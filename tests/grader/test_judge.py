@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import json
 import os
 import subprocess
@@ -559,6 +560,25 @@ def test_a_batch_taken_but_never_answered_ends_the_in_host_run(
     )
     assert records == [] and summary["tests"] == 0 and summary["stalled"] is True
     assert run.stalled and process.returncode is not None, "ended, reaped, and not restarted"
+
+
+def test_an_in_host_pytest_that_cannot_be_started_stalls_the_run_and_leaks_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The student's code can fill the job's process limit, which the judge shares, and end
+    # the in-host pytest: the judge's start of another one then fails with EAGAIN.
+    def no_process(*args: Any, **kwargs: Any) -> Any:
+        raise BlockingIOError(errno.EAGAIN, os.strerror(errno.EAGAIN))
+
+    monkeypatch.setattr(subprocess, "Popen", no_process)
+    open_before = sorted(os.listdir("/dev/fd"))
+    at_collection = hosted.HostedRun()
+    at_collection.start(5)
+    assert at_collection.stalled, "a start that failed stalls the in-host run, never the judge"
+    for run in (at_collection, hosted.HostedRun()):  # the second starts it for its batch
+        (*records, summary) = run.run(["t.py::test_one"], [], set(), 5)
+        assert records == [] and summary["tests"] == 0 and summary["stalled"] is True
+    assert sorted(os.listdir("/dev/fd")) == open_before, "the pipes of a failed start are closed"
 
 
 def test_no_lab_test_has_a_timeout_of_its_own() -> None:

@@ -192,6 +192,49 @@ import os, signal
 if os.getppid() > 1:
     os.kill(os.getppid(), signal.SIGINT)
 """,
+    # The job's process limit, which the judge shares, filled from the host, and the in-host
+    # pytest killed again and again: the judge's start of another one failed with EAGAIN,
+    # pytest ended with an internal error, and the run was the grader's `error`.
+    "fill-the-process-limit": """
+import os, signal, sys, threading, time
+
+def _sleeper():
+    if os.fork() == 0:
+        try:
+            time.sleep(100_000)
+        finally:
+            os._exit(0)
+
+def _in_host_pytests():
+    found = []
+    for name in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as cmdline:
+                if b"hosted_plug" + b"in" in cmdline.read():
+                    found.append(int(name))
+        except (OSError, ValueError):
+            pass
+    return found
+
+def _fill():
+    end = time.monotonic() + 120
+    looked = 0.0
+    while time.monotonic() < end:
+        try:
+            _sleeper()
+        except OSError:
+            pass
+        if time.monotonic() - looked > 0.3:
+            looked = time.monotonic()
+            for pid in _in_host_pytests():
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+
+if sys.argv and sys.argv[0].endswith("host.py"):
+    threading.Thread(target=_fill, daemon=True).start()
+""",
 }
 
 
@@ -291,6 +334,17 @@ def test_an_interrupted_judge_goes_on_and_scores_the_run(
 ) -> None:
     row = graded["interrupt-the-judge"]
     assert row["status"] == "graded", row
+
+
+def test_a_full_process_table_is_the_students_doing_never_the_graders_error(
+    graded: dict[str, dict[str, str]],
+) -> None:
+    row = graded["fill-the-process-limit"]
+    assert row["status"] in ("crashed", "graded"), (
+        f"a judge that cannot start the in-host pytest again goes on without it: {row}"
+    )
+    if row["status"] == "crashed":
+        assert "could not go on" in row["reason"], row
 
 
 def test_the_hosts_answers_never_decide_where_a_test_runs(

@@ -381,7 +381,8 @@ class _Session:
             tail = outcome.output_tail.strip().splitlines()[-3:]
             result.reason = truncate(
                 f"the test process ended early (exit code {outcome.exit_code}); tests that "
-                "passed before it still count. Last output: " + " | ".join(tail),
+                "passed before it still count. Last output (the student's code writes there too): "
+                + " | ".join(tail),
                 2000,
             )
         elif findings.notes:

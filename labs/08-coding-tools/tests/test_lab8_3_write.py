@@ -252,8 +252,10 @@ def test_every_write_result_names_the_file(
 class RenameSpy:
     """Records what is fsynced and renamed, to prove the order of a durable replace."""
 
-    synced: set[int] = field(default_factory=set)  # inodes fsynced so far
-    renames: list[tuple[str, str, bool]] = field(default_factory=list)  # src, dst, synced?
+    # Inodes fsynced so far, with the size the kernel held for each then: data still in
+    # Python's buffer (fsync before flush) is not there, and not made durable.
+    synced: dict[int, int] = field(default_factory=dict)
+    renames: list[tuple[str, str, bool]] = field(default_factory=list)  # src, dst, all synced?
     # In order: ("fsync", inode) and ("renamed into", inode of the destination's folder).
     events: list[tuple[str, int]] = field(default_factory=list)
 
@@ -267,16 +269,18 @@ class RenameSpy:
 
     def _sync(self, real: Callable[[int], None]) -> Callable[[int], None]:
         def sync(fd: int) -> None:
-            self.synced.add(os.fstat(fd).st_ino)
-            self.events.append(("fsync", os.fstat(fd).st_ino))
+            info = os.fstat(fd)
+            self.synced[info.st_ino] = info.st_size
+            self.events.append(("fsync", info.st_ino))
             real(fd)
 
         return sync
 
     def _rename(self, real: Callable[..., None]) -> Callable[..., None]:
         def rename(src: Any, dst: Any, *args: Any, **kwargs: Any) -> None:
-            inode = os.stat(src, follow_symlinks=False).st_ino
-            self.renames.append((os.fspath(src), os.fspath(dst), inode in self.synced))
+            info = os.stat(src, follow_symlinks=False)
+            whole = self.synced.get(info.st_ino) == info.st_size
+            self.renames.append((os.fspath(src), os.fspath(dst), whole))
             real(src, dst, *args, **kwargs)
             with contextlib.suppress(OSError):  # a name relative to a dir_fd: not followed
                 folder = os.stat(os.path.dirname(os.fspath(dst))).st_ino
@@ -308,7 +312,8 @@ def test_the_temp_file_is_fsynced_then_renamed_in_the_same_directory(
     )
     assert synced, (
         "invariant: the temp file's data reaches the disk before the rename: flush, then "
-        "os.fsync the temp file, then os.replace; otherwise a crash can leave an empty file"
+        "os.fsync the temp file, then os.replace; otherwise a crash can leave an empty file "
+        "(an fsync before the flush syncs nothing of what is still in Python's buffer)"
     )
     folder = ("renamed into", workspace.stat().st_ino)
     last = max((i for i, event in enumerate(spy.events) if event == folder), default=-1)

@@ -219,6 +219,26 @@ def test_the_system_prompt_names_the_workspace_as_given_not_its_real_path(
     )
 
 
+def test_an_absolute_path_under_the_workspace_as_given_is_inside(
+    workspace: Path, tmp_path: Path
+) -> None:
+    link = tmp_path / "via-link"
+    link.symlink_to(workspace, target_is_directory=True)
+    note = f"{link}/note.txt"  # as a model writes it from the prompt's workspace
+    turns = [
+        assistant_message([ToolCall("w1", "write", {"path": note, "content": "hi\n"})], "toolUse"),
+        assistant_message([text("Written.")], "stop"),
+    ]
+    result = run(run_coding_agent(ScriptedModel(turns), str(link), "Write a note."))
+    written = result.messages[2]
+    assert isinstance(written, ToolResultMessage) and not written.is_error, (
+        "the tools are rooted at cwd as given (create_coding_tools(cwd, ...)), not at its real "
+        "path: an absolute path under the workspace the prompt names is inside. Got: "
+        + (written.text if isinstance(written, ToolResultMessage) else repr(written))
+    )
+    assert (workspace / "note.txt").read_text() == "hi\n"
+
+
 def test_the_abort_signal_reaches_the_loop(project: Path) -> None:
     aborted = AbortController()
     aborted.abort()

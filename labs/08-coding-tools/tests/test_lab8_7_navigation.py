@@ -442,7 +442,9 @@ def test_glob_caps_results_with_a_notice_suggesting_a_narrower_pattern(workspace
 
 def test_glob_with_no_match_says_so_and_bad_patterns_are_errors(project: Path) -> None:
     out = glob(project, "**/*.rs")
-    assert not out.is_error and "No paths match" in text_of(out)
+    assert not out.is_error and "No paths match '**/*.rs'." in text_of(out), (
+        f"no match is a result that says No paths match '{{pattern}}'. Got: {text_of(out)!r}"
+    )
     assert out.details == GlobDetails("**/*.rs", 0, False)
     for pattern in ("", "../*", "/etc/*", "src/../../*", "src/../*", "**/../*.py"):
         refused = glob(project, pattern)

@@ -28,6 +28,7 @@ from picourse.coding_tools import (
     create_coding_tools,
     terminal_confirmer,
 )
+from picourse.coding_tools.options import Containment
 from picourse.tool import ToolRegistry
 from queue_probe import QueueProbe
 
@@ -390,14 +391,23 @@ def test_a_declined_edit_leaves_the_file_byte_for_byte(workspace: Path) -> None:
 # ---------------------------------------------------------------- bash and read
 
 
-def test_bash_asks_with_the_command_and_a_declined_command_never_runs(workspace: Path) -> None:
+@pytest.mark.parametrize("containment", ["workspace", "unrestricted"])
+def test_bash_asks_with_the_command_and_a_declined_command_never_runs(
+    workspace: Path, containment: Containment
+) -> None:
+    def gated(approver: Any) -> ToolRegistry:
+        return create_coding_tools(workspace, containment, confirm=approver)
+
     approver = Approver(False)
-    out = call_now(tools(workspace, approver), "bash", command="touch ran.txt")
-    assert out.is_error and "declined" in text_of(out)
+    out = call_now(gated(approver), "bash", command="touch ran.txt")
+    assert out.is_error and "declined" in text_of(out), (
+        f"with containment={containment!r}, bash asks first all the same (the guardrail and "
+        f"the confirmation are separate checks): {text_of(out)!r}"
+    )
     assert not (workspace / "ran.txt").exists(), "a declined command must not run"
     assert approver.requests == [ConfirmRequest("bash", command="touch ran.txt")]
     approver.answer = True
-    out = call_now(tools(workspace, approver), "bash", command="touch ran.txt")
+    out = call_now(gated(approver), "bash", command="touch ran.txt")
     assert not out.is_error and (workspace / "ran.txt").exists()
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,10 @@ def refused(out: ToolOutput, path: Path, before: bytes, *words: str) -> None:
     message = text_of(out)
     for word in words:
         assert word in message, f"the refusal must mention {word!r}: {message}"
+        if word == "again":  # "against" holds it too, and says something else
+            assert re.search(r"\bagain\b", message), (
+                f"the refusal must tell to read the file again, in that word: {message}"
+            )
     assert path.read_bytes() == before, "a refused change must leave the file byte for byte"
 
 
@@ -306,6 +311,9 @@ def test_an_edit_that_changes_nothing_is_refused_as_a_no_op(workspace: Path, app
     out = edit(tools, "app.py", old_text="result = 0", new_text="result = 0")
     refused(out, app, SOURCE.encode(), "edits[0]", "identical")
     assert app.stat().st_ino == inode
+    # Equal texts are a no-op whether or not old_text occurs: say so, not "no match".
+    out = edit(tools, "app.py", old_text="result = 7", new_text="result = 7")
+    refused(out, app, SOURCE.encode(), "edits[0]", "identical")
 
 
 # ---------------------------------------------------------------- line endings and BOM

@@ -126,6 +126,31 @@ def test_a_change_on_disk_since_the_read_is_caught_by_content_not_mtime(
     assert not out.is_error, f"after reading again the edit goes through: {text_of(out)}"
 
 
+def test_a_change_anywhere_in_a_large_file_is_caught(workspace: Path) -> None:
+    path = workspace / "big.txt"
+    data = "".join(f"line {n:06d}\n" for n in range(300_000)).encode()  # 3.6 MB
+    path.write_bytes(data)
+    tools = session(workspace)
+    read(tools, "big.txt")
+    first = edit(tools, "big.txt", old_text="line 000000", new_text="line zero!")
+    assert not first.is_error, (
+        "a large file read and unchanged since can be edited: the hash that read remembers "
+        f"and the one edit checks cover the same bytes. Got: {text_of(first)[:300]!r}"
+    )
+    edited = path.read_bytes()
+    stat = path.stat()
+    changed = edited[:-12] + b"LINE 299999\n"  # the last line: same size, and mtime kept
+    path.write_bytes(changed)
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    out = edit(tools, "big.txt", old_text="line 000001", new_text="line one")
+    assert out.is_error and "changed" in text_of(out), (
+        "invariant: what the session read is remembered by a hash of the whole file, every "
+        "chunk of it: a change past the first chunk (here the last line of 3.6 MB) is a "
+        f"change all the same. Got: {text_of(out)[:300]!r}"
+    )
+    assert path.read_bytes() == changed
+
+
 def test_two_sessions_do_not_share_what_they_read(workspace: Path, app: Path) -> None:
     read(session(workspace), "app.py")
     out = edit(session(workspace), "app.py", old_text="result = 0", new_text="result = 1")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import contextlib
 import errno
 import itertools
 import mmap
@@ -687,6 +688,45 @@ def test_an_abort_during_the_scan_ends_the_read(workspace: Path) -> None:
         assert "sparse.log" in text_of(result), (
             "invariant: an error about the file names it as path gave it, an abort too: "
             f"the model may have several reads under way; got: {text_of(result)!r}"
+        )
+
+
+@pytest.mark.challenge
+def test_an_abort_between_chunks_ends_the_scan_before_the_next_one(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = workspace / "sparse.log"
+    with open(path, "wb") as file:  # text, then a hole of zeros: 64 chunks of 1 MiB or more
+        file.write(b"a line of text\n" * 1000)
+        file.truncate(64 * 2**20)
+    inode = path.stat().st_ino
+    controller = AbortController()
+    reads = {"before": 0, "after": 0}  # reads of this file, before and after the abort
+
+    # The person presses stop while the third read of the file is under way: reads through
+    # os.read (or pread, readv, preadv) are counted, so a scan that reads another way is not
+    # checked here; the abort before or at the first chunk is the test above.
+    def spy(real: Callable[..., Any]) -> Callable[..., Any]:
+        def read(fd: int, *args: Any, **kwargs: Any) -> Any:
+            with contextlib.suppress(OSError):
+                if os.fstat(fd).st_ino == inode:
+                    reads["after" if controller.signal.aborted else "before"] += 1
+                    if reads["before"] == 3 and not controller.signal.aborted:
+                        controller.abort("user pressed stop")
+            return real(fd, *args, **kwargs)
+
+        return read
+
+    for name in ("read", "pread", "readv", "preadv"):
+        if hasattr(os, name):
+            monkeypatch.setattr(os, name, spy(getattr(os, name)))
+    out = run(call(tools(workspace), "read", {"path": "sparse.log"}, signal=controller.signal))
+    if reads["before"] >= 3:
+        assert out.is_error and "aborted" in text_of(out) and reads["after"] <= 1, (
+            "invariant: an abort during the scan ends it before the next chunk: check the "
+            "signal (or the flag its listener sets) before every chunk, not only the first. "
+            f"It read {reads['after']} more chunk(s) after the abort and returned: "
+            f"{text_of(out)[:200]!r}"
         )
 
 

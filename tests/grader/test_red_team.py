@@ -217,13 +217,13 @@ def _in_host_pytests():
     return found
 
 def _fill():
-    end = time.monotonic() + 120
+    end = time.monotonic() + 60
     looked = 0.0
     while time.monotonic() < end:
         try:
             _sleeper()
         except OSError:
-            pass
+            time.sleep(0.005)  # full: look again soon, without spinning a core
         if time.monotonic() - looked > 0.3:
             looked = time.monotonic()
             for pid in _in_host_pytests():

@@ -29,6 +29,7 @@ import pytest
 
 import picourse
 from lab_helpers import (
+    OVER_TIME_LIMIT,
     call,
     call_now,
     fifo_target,
@@ -831,7 +832,10 @@ def test_different_keys_run_concurrently() -> None:
         try:
             assert await asyncio.wait_for(queue.run("b", lambda: _done(log)), timeout=5) == "b"
         except TimeoutError:
-            raise AssertionError("an operation on key 'b' must not wait for key 'a'") from None
+            raise AssertionError(
+                f"{OVER_TIME_LIMIT}an operation on key 'b' must not wait for key 'a' (it did "
+                "not end within 5 s)"
+            ) from None
         assert log == ["a start", "b ran"], "b must run while a is still running"
         held.set()
         await a
@@ -863,7 +867,10 @@ def test_a_failed_operation_releases_the_next_one() -> None:
         try:
             assert await asyncio.wait_for(second, timeout=5) == "b"
         except TimeoutError:
-            raise AssertionError("a failed operation must still release the next one") from None
+            raise AssertionError(
+                f"{OVER_TIME_LIMIT}a failed operation must still release the next one (it did "
+                "not run within 5 s)"
+            ) from None
 
     run(scenario())
 
@@ -1051,7 +1058,7 @@ def test_write_waits_for_an_operation_holding_its_lane(
         writing = asyncio.create_task(
             call(create_coding_tools(workspace), "write", {"path": "f.txt", "content": "new\n"})
         )
-        await asyncio.wait_for(entered.wait(), timeout=5)
+        await entered_within(entered, 5)
         assert key not in probe.started, (
             "the write started while another operation held its file's lane"
         )
@@ -1147,7 +1154,7 @@ def test_two_names_of_one_file_share_one_lane(
                 create_coding_tools(workspace), "write", {"path": "link.txt", "content": "second\n"}
             )
         )
-        await asyncio.wait_for(entered.wait(), timeout=5)
+        await entered_within(entered, 5)
         assert not probe.started, "a write through a symlink must wait in its target's lane"
         gate.set()
         await holding
@@ -1388,6 +1395,16 @@ def test_a_replaced_file_keeps_its_extended_attributes(
             f"be set, also those after one that cannot: expected {expected}, got {kept}"
         )
     only_expected_files(workspace, {"download.bin"})
+
+
+async def entered_within(entered: asyncio.Event, seconds: float) -> None:
+    """Wait for the queue probe to see an operation enter, or fail over a time limit."""
+    try:
+        await asyncio.wait_for(entered.wait(), timeout=seconds)
+    except TimeoutError:
+        raise AssertionError(
+            f"{OVER_TIME_LIMIT}no operation entered the queue within {seconds:g} s"
+        ) from None
 
 
 # A writer in another process: "crash" stops it at the rename (the temp file is written)

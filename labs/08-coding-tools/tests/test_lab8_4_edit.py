@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from lab_helpers import (
+    OVER_TIME_LIMIT,
     AbortsOnceLookedAt,
     call,
     call_now,
@@ -408,9 +409,9 @@ def test_a_fifo_is_refused_without_blocking(workspace: Path, link: str | None) -
             os.close(os.open(fifo, os.O_RDWR | os.O_NONBLOCK))
             await asyncio.wait({editing}, timeout=5)
             raise AssertionError(
-                "edit blocked on a FIFO with no writer: open with O_NONBLOCK and refuse "
-                "anything but a regular file (os.fstat, stat.S_ISREG); files.open_existing "
-                "does both"
+                f"{OVER_TIME_LIMIT}edit blocked on a FIFO with no writer: open with "
+                "O_NONBLOCK and refuse anything but a regular file (os.fstat, stat.S_ISREG); "
+                "files.open_existing does both"
             )
         return editing.result()
 

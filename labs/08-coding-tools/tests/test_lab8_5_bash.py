@@ -478,8 +478,8 @@ def test_a_cancelled_call_leaves_no_process_running(workspace: Path) -> None:
 
     task, finished, listeners = run(scenario())
     assert finished, (
-        "the call was cancelled and had not finished 10 s later: clean up (kill the group) "
-        "and let the cancellation through"
+        f"{OVER_TIME_LIMIT}the call was cancelled and had not finished 10 s later: clean up "
+        "(kill the group) and let the cancellation through"
     )
     if not task.cancelled():
         raise_task_failures(task)

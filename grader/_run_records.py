@@ -56,9 +56,9 @@ def host_ended(outcome: _sandbox.RunOutcome) -> int | None:
 
 
 def host_stalled(outcome: _sandbox.RunOutcome) -> bool:
-    """The student's process stopped answering the judge's batches of in-host tests (a
-    batch never taken, or no answer within two tests' timeouts): the judge then ran no
-    more tests there, so those earned nothing."""
+    """The in-host run could not go on: the student's process stopped answering the judge's
+    batches (one never taken, or no answer within two tests' timeouts), or left no room to
+    start the in-host pytest again. The judge then ran no more tests there."""
     return any(r.get("type") == "hosted" and r.get("stalled") is True for r in outcome.records)
 
 

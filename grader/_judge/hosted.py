@@ -104,6 +104,9 @@ class HostedRun:
     ) -> list[dict[str, Any]]:
         """The batch's records, last its summary: whether the in-host run has stalled
         (the reason its tests earn nothing), and what was forged."""
+        if not self.stalled and (self.process is None or self.process.poll() is not None):
+            self.stop()
+            self.start(seconds)  # stalls the run when no process can be had
         if self.stalled:
             records = verify([], self.salt, tests, files, judged, complete=False)
         else:
@@ -114,11 +117,6 @@ class HostedRun:
     def _batch(
         self, tests: list[str], files: list[str], judged: set[str], seconds: float
     ) -> list[dict[str, Any]]:
-        if self.process is None or self.process.poll() is not None:
-            self.stop()
-            self.start(seconds)
-            if self.stalled:
-                return verify([], self.salt, tests, files, judged, complete=False)
         self.batches += 1
         batch = {"id": self.batches, "tests": tests, "files": files}
         lines: list[bytes] = []

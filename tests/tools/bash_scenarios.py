@@ -6,6 +6,7 @@ practice directory's ``src`` on PYTHONPATH). Each prints one JSON object.
     python bash_scenarios.py late-orphans      # children that die after their shell
     python bash_scenarios.py fuzz              # hypothesis: every command gives a result
     python bash_scenarios.py unattached TOKEN  # a shell whose marker shows only on a late look
+    python bash_scenarios.py cancelled-start PIPE TOKEN  # cancelled while pipe PIPE connects
 """
 
 from __future__ import annotations
@@ -234,6 +235,40 @@ def unattached(workspace: Path, token: str) -> dict[str, Any]:
     return {"looks": looks.get(shell.pid, 0), "survived": survived}
 
 
+def cancelled_start(workspace: Path, pipe: int, token: str) -> dict[str, Any]:
+    """The call cancelled (its agent loop torn down) while asyncio still connects the new
+    shell's pipe ``pipe`` (1 stdout, 2 stderr), once the command's background child runs.
+    asyncio, cancelled there, kills the shell alone and never hands back its pid."""
+    tool = create_coding_tools(workspace, "unrestricted").get("bash")
+    assert tool is not None
+    # The shell writes into a FIFO once its background child runs: the spy's read of it
+    # returns exactly then.
+    os.mkfifo(workspace / "started")
+    params = tool.schema.validate({"command": f"sleep 600.{token} & echo started > started; wait"})
+
+    async def scenario() -> tuple[bool, bool]:
+        loop = asyncio.get_running_loop()
+        connect = loop.connect_read_pipe
+        connected = 0
+
+        async def cancel_while_connecting(*args: Any, **kwargs: Any) -> Any:
+            nonlocal connected
+            connected += 1
+            if connected == pipe:
+                await asyncio.to_thread((workspace / "started").read_text)
+                call.cancel()
+            return await connect(*args, **kwargs)
+
+        loop.connect_read_pipe = cancel_while_connecting  # type: ignore[method-assign]
+        call = asyncio.ensure_future(tool.execute(params, ToolContext("scenario")))
+        # Only a bound against a hang: the call ends in milliseconds once it sweeps.
+        done, _ = await asyncio.wait({call}, timeout=60)
+        return bool(done), call.cancelled()
+
+    finished, cancelled = asyncio.run(scenario())
+    return {"finished": finished, "cancelled": cancelled, "survivors": survivors(token)}
+
+
 def main() -> None:
     scenario, *args = sys.argv[1:]
     # Orphans of what the scenario starts come back to this process, whatever the code under
@@ -256,6 +291,8 @@ def main() -> None:
                 result = late_orphans(workspace)
             elif scenario == "unattached":
                 result = unattached(workspace, args[0])
+            elif scenario == "cancelled-start":
+                result = cancelled_start(workspace, int(args[0]), args[1])
             else:
                 result = fuzz(workspace)
     finally:

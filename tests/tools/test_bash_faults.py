@@ -80,6 +80,21 @@ def test_a_shell_started_but_never_attached_is_found_however_late_it_shows(
     )
 
 
+@pytest.mark.parametrize("pipe", [1, 2], ids=["stdout", "stderr"])
+def test_a_call_cancelled_while_its_shell_starts_leaves_nothing_running(
+    solved_src: Path, pipe: int
+) -> None:
+    # asyncio connects a new process's pipes over a few turns of the event loop after the
+    # fork; a cancellation that lands there makes asyncio kill the shell alone and drop it.
+    token = str(secrets.randbelow(10**8))
+    result = scenario(solved_src, "cancelled-start", str(pipe), token)
+    assert result["finished"] and result["cancelled"], result
+    assert result["survivors"] == [], (
+        f"the command's background child {result['survivors']} outlived the cancelled call: "
+        "let the start finish, then sweep what it started"
+    )
+
+
 def test_every_command_gives_a_result_never_an_exception(solved_src: Path) -> None:
     result = scenario(solved_src, "fuzz")
     assert result["hazards"] >= 30 and result["printed"] >= 20, result

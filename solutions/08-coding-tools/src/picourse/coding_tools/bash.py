@@ -22,7 +22,8 @@ import select
 import subprocess
 import threading
 import time
-from typing import Any
+from collections.abc import Awaitable
+from typing import Any, TypeVar
 
 from picourse.abort import AbortSignal
 from picourse.coding_tools.command_scope import CommandScope
@@ -41,6 +42,7 @@ DRAIN_AFTER_KILL_SECONDS = 2.0
 # Linux passes at most 32 pages (131072 bytes, its NUL included) in one argument.
 MAX_COMMAND_BYTES = 131071
 _PIPE_BYTES = 1 << 20
+T = TypeVar("T")
 
 # A word that starts with /, ~/ or ../ at the start or after whitespace or ;&|<>().
 _OUTSIDE_WORD = re.compile(r"(?:^|[\s;&|<>()])((?:/|~/|\.\./)\S*)")
@@ -113,7 +115,7 @@ async def run_bash(
     budget = OutputBudget(options.max_bash_output_bytes)
     scope = CommandScope()
     try:
-        transport, protocol = await loop.subprocess_exec(
+        start = loop.subprocess_exec(
             lambda: _BashProtocol(budget, loop),
             *scope.argv(command),
             cwd=options.cwd,
@@ -123,6 +125,7 @@ async def run_bash(
             start_new_session=True,
             env=scope.env(),
         )
+        transport, protocol = await _start_despite_cancellation(start)
     except (OSError, ValueError) as error:
         await in_thread(scope.sweep)  # releases the cgroup
         if getattr(error, "errno", None) == errno.E2BIG:  # the command itself was checked
@@ -196,6 +199,29 @@ async def run_bash(
     return ToolOutput(
         [text(body)], details(exit_code, timed_out, aborted, truncated), is_error=not succeeded
     )
+
+
+async def _start_despite_cancellation(start: Awaitable[T]) -> T:
+    """Await a process start to its end even if the call is cancelled meanwhile; the
+    cancellation is then passed on at the caller's next await, where its cleanup runs.
+
+    asyncio connects a new process's pipes over a few turns of the event loop after the
+    fork. Cancelled there, it kills the shell alone and then waits for every pipe to close:
+    a background child of the command, already running, holds them, so the call hangs, and
+    the child is never swept (the shell's pid never reached us)."""
+    starting = asyncio.ensure_future(start)
+    task = asyncio.current_task()
+    cancelled: asyncio.CancelledError | None = None
+    while not starting.done():
+        try:
+            await asyncio.wait({starting})
+        except asyncio.CancelledError as error:
+            cancelled = error
+            if task is not None:
+                task.uncancel()  # taken back here, requested again below
+    if cancelled is not None and task is not None:
+        task.cancel(*cancelled.args)
+    return starting.result()
 
 
 def _fit(status: str, limit: int) -> str:

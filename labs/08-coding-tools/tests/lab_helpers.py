@@ -112,15 +112,29 @@ def _run_with_deadline(coroutine: Coroutine[Any, Any, T], timeout: float) -> T:
         loop.run_until_complete(asyncio.wait({task}, timeout=timeout))
         if task.done():
             return task.result()
+        where = waiting_at(task)
         task.cancel()
         loop.run_until_complete(asyncio.wait({task}, timeout=_CANCEL_GRACE_SECONDS))
         causes = [LIKELY_HANG[name] for name in dict.fromkeys(_tools_called) if name in LIKELY_HANG]
         raise AssertionError(
             f"{OVER_TIME_LIMIT}the call did not finish within {timeout:g} s. Likely cause: "
             + (" ".join(causes) or _GENERIC_HANG)
+            + f" It was waiting at {where}."
         )
     finally:
         _close(loop)
+
+
+def waiting_at(task: asyncio.Task[Any]) -> str:
+    """Where an unfinished task waits: its chain of awaits, outermost first
+    (``test_x.py:40 in scenario -> bash.py:180 in run_bash -> tasks.py:418 in wait``)."""
+    places = []
+    awaited: Any = task.get_coro()
+    while getattr(awaited, "cr_frame", None) is not None:
+        frame, code = awaited.cr_frame, awaited.cr_code
+        places.append(f"{Path(code.co_filename).name}:{frame.f_lineno} in {code.co_name}")
+        awaited = awaited.cr_await
+    return " -> ".join(places) or "an unknown place"
 
 
 def _close(loop: asyncio.AbstractEventLoop) -> None:

@@ -33,6 +33,7 @@ from lab_helpers import (
     text_of,
     utf8_len,
     wait_for_file,
+    waiting_at,
 )
 from picourse.abort import AbortController, AbortSignal
 from picourse.coding_tools import BashDetails, create_coding_tools
@@ -456,11 +457,16 @@ def test_the_event_loop_keeps_running_during_the_grace(workspace: Path) -> None:
     )
 
 
+# Turns of the event loop that asyncio's start of a process (connecting its pipes after the
+# fork, then returning to the caller) takes at most, with room to spare: about eight.
+START_TURNS = 50
+
+
 def test_a_cancelled_call_leaves_no_process_running(workspace: Path) -> None:
     # "; true" keeps bash running as the parent of the command's child and grandchild.
     command = script(workspace, "cancelled.py", FAMILY) + "; true"
 
-    async def scenario() -> tuple[asyncio.Task[ToolOutput], bool, int]:
+    async def scenario() -> tuple[asyncio.Task[ToolOutput], bool, str, int]:
         controller = AbortController()
         listeners = spy_on_listeners(controller.signal)
         task = asyncio.create_task(
@@ -472,14 +478,19 @@ def test_a_cancelled_call_leaves_no_process_running(workspace: Path) -> None:
             )
         )
         await wait_for_file(workspace / "family.pid", task)
+        # On a busy machine the command's child can write its file before asyncio has
+        # connected the new process's pipes, which takes a few turns of the event loop and
+        # no waiting: let those turns pass, so the cancellation comes after the start.
+        for _ in range(START_TURNS):
+            await asyncio.sleep(0)
         task.cancel()  # as when the agent loop around the call is torn down
         done, _ = await asyncio.wait({task}, timeout=10)
-        return task, bool(done), listeners()
+        return task, bool(done), "" if done else waiting_at(task), listeners()
 
-    task, finished, listeners = run(scenario())
+    task, finished, where, listeners = run(scenario())
     assert finished, (
-        f"{OVER_TIME_LIMIT}the call was cancelled and had not finished 10 s later: clean up "
-        "(kill the group) and let the cancellation through"
+        f"{OVER_TIME_LIMIT}the call was cancelled and had not finished 10 s later (it was "
+        f"waiting at {where}): clean up (kill the group) and let the cancellation through"
     )
     if not task.cancelled():
         raise_task_failures(task)

@@ -6,7 +6,7 @@ practice directory's ``src`` on PYTHONPATH). Each prints one JSON object.
     python bash_scenarios.py late-orphans      # children that die after their shell
     python bash_scenarios.py fuzz              # hypothesis: every command gives a result
     python bash_scenarios.py unattached TOKEN  # a shell whose marker shows only on a late look
-    python bash_scenarios.py cancelled-start PIPE TOKEN  # cancelled while pipe PIPE connects
+    python bash_scenarios.py cancelled-start PIPE HOW TOKEN  # cancelled while PIPE connects
 """
 
 from __future__ import annotations
@@ -235,9 +235,10 @@ def unattached(workspace: Path, token: str) -> dict[str, Any]:
     return {"looks": looks.get(shell.pid, 0), "survived": survived}
 
 
-def cancelled_start(workspace: Path, pipe: int, token: str) -> dict[str, Any]:
-    """The call cancelled (its agent loop torn down) while asyncio still connects the new
-    shell's pipe ``pipe`` (1 stdout, 2 stderr), once the command's background child runs.
+def cancelled_start(workspace: Path, pipe: int, how: str, token: str) -> dict[str, Any]:
+    """The call cancelled while asyncio still connects the new shell's pipe ``pipe`` (1
+    stdout, 2 stderr), once the command's background child runs: by ``how`` = "cancel"
+    (its agent loop torn down) or "timeout" (an ``asyncio.timeout`` around it expires).
     asyncio, cancelled there, kills the shell alone and never hands back its pid."""
     tool = create_coding_tools(workspace, "unrestricted").get("bash")
     assert tool is not None
@@ -246,27 +247,40 @@ def cancelled_start(workspace: Path, pipe: int, token: str) -> dict[str, Any]:
     os.mkfifo(workspace / "started")
     params = tool.schema.validate({"command": f"sleep 600.{token} & echo started > started; wait"})
 
-    async def scenario() -> tuple[bool, bool]:
+    async def scenario() -> tuple[bool, str]:
         loop = asyncio.get_running_loop()
         connect = loop.connect_read_pipe
         connected = 0
+        deadline = asyncio.timeout(None)
 
         async def cancel_while_connecting(*args: Any, **kwargs: Any) -> Any:
             nonlocal connected
             connected += 1
             if connected == pipe:
                 await asyncio.to_thread((workspace / "started").read_text)
-                call.cancel()
+                if how == "timeout":
+                    deadline.reschedule(loop.time())  # expires at the loop's next turn
+                else:
+                    call.cancel()
             return await connect(*args, **kwargs)
 
+        async def under_deadline() -> ToolOutput:
+            async with deadline:
+                return await tool.execute(params, ToolContext("scenario"))
+
         loop.connect_read_pipe = cancel_while_connecting  # type: ignore[method-assign]
-        call = asyncio.ensure_future(tool.execute(params, ToolContext("scenario")))
+        call = asyncio.ensure_future(under_deadline())
         # Only a bound against a hang: the call ends in milliseconds once it sweeps.
         done, _ = await asyncio.wait({call}, timeout=60)
-        return bool(done), call.cancelled()
+        if not done:
+            return False, "still running"
+        if call.cancelled():
+            return True, "cancelled"
+        error = call.exception()
+        return True, "returned" if error is None else type(error).__name__
 
-    finished, cancelled = asyncio.run(scenario())
-    return {"finished": finished, "cancelled": cancelled, "survivors": survivors(token)}
+    finished, ended = asyncio.run(scenario())
+    return {"finished": finished, "ended": ended, "survivors": survivors(token)}
 
 
 def main() -> None:
@@ -292,7 +306,7 @@ def main() -> None:
             elif scenario == "unattached":
                 result = unattached(workspace, args[0])
             elif scenario == "cancelled-start":
-                result = cancelled_start(workspace, int(args[0]), args[1])
+                result = cancelled_start(workspace, int(args[0]), args[1], args[2])
             else:
                 result = fuzz(workspace)
     finally:

@@ -81,14 +81,21 @@ def test_a_shell_started_but_never_attached_is_found_however_late_it_shows(
 
 
 @pytest.mark.parametrize("pipe", [1, 2], ids=["stdout", "stderr"])
+@pytest.mark.parametrize(
+    ("how", "ends_with"), [("cancel", "cancelled"), ("timeout", "TimeoutError")]
+)
 def test_a_call_cancelled_while_its_shell_starts_leaves_nothing_running(
-    solved_src: Path, pipe: int
+    solved_src: Path, pipe: int, how: str, ends_with: str
 ) -> None:
     # asyncio connects a new process's pipes over a few turns of the event loop after the
     # fork; a cancellation that lands there makes asyncio kill the shell alone and drop it.
     token = str(secrets.randbelow(10**8))
-    result = scenario(solved_src, "cancelled-start", str(pipe), token)
-    assert result["finished"] and result["cancelled"], result
+    result = scenario(solved_src, "cancelled-start", str(pipe), how, token)
+    assert result["finished"], "the cancelled call hung (asyncio waits for the pipes)"
+    assert result["ended"] == ends_with, (
+        f"the call ended {result['ended']}: the cancellation must go on as it came (an "
+        "asyncio.timeout turns only its own cancellation into TimeoutError)"
+    )
     assert result["survivors"] == [], (
         f"the command's background child {result['survivors']} outlived the cancelled call: "
         "let the start finish, then sweep what it started"

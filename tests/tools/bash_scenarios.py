@@ -7,6 +7,7 @@ practice directory's ``src`` on PYTHONPATH). Each prints one JSON object.
     python bash_scenarios.py fuzz              # hypothesis: every command gives a result
     python bash_scenarios.py unattached TOKEN  # a shell whose marker shows only on a late look
     python bash_scenarios.py cancelled-start PIPE HOW TOKEN  # cancelled while PIPE connects
+    python bash_scenarios.py cancelled-twice TOKEN   # cancelled again while it sweeps
 """
 
 from __future__ import annotations
@@ -283,6 +284,61 @@ def cancelled_start(workspace: Path, pipe: int, how: str, token: str) -> dict[st
     return {"finished": finished, "ended": ended, "survivors": survivors(token)}
 
 
+def cancelled_twice(workspace: Path, token: str) -> dict[str, Any]:
+    """The call cancelled, then cancelled again while its cleanup sweeps (as asyncio.run's
+    teardown cancels every task it finds). The sweep is held until the second cancellation
+    has been delivered."""
+    import threading
+    from asyncio import base_subprocess
+
+    from picourse.coding_tools.command_scope import CommandScope
+
+    tool = create_coding_tools(workspace, "unrestricted").get("bash")
+    assert tool is not None
+    os.mkfifo(workspace / "started")
+    params = tool.schema.validate({"command": f"sleep 600.{token} & echo started > started; wait"})
+    sweeping, go = threading.Event(), threading.Event()
+    sweep, close = CommandScope.sweep, base_subprocess.BaseSubprocessTransport.close
+    closed: list[bool] = []
+
+    def held_sweep(scope: CommandScope) -> None:
+        sweeping.set()
+        go.wait(60)
+        sweep(scope)
+
+    def counted_close(transport: base_subprocess.BaseSubprocessTransport) -> None:
+        closed.append(True)
+        close(transport)
+
+    CommandScope.sweep = held_sweep  # type: ignore[method-assign,assignment]
+    base_subprocess.BaseSubprocessTransport.close = counted_close  # type: ignore[method-assign,assignment]
+
+    async def scenario() -> tuple[bool, bool, str]:
+        call = asyncio.ensure_future(tool.execute(params, ToolContext("scenario")))
+        await asyncio.to_thread((workspace / "started").read_text)
+        call.cancel()
+        await asyncio.to_thread(sweeping.wait, 60)
+        call.cancel()
+        for _ in range(5):  # the task takes the second cancellation at its next step
+            await asyncio.sleep(0)
+        ended_before_its_sweep = call.done()
+        go.set()
+        done, _ = await asyncio.wait({call}, timeout=60)  # only a bound against a hang
+        return ended_before_its_sweep, bool(done), "cancelled" if call.cancelled() else "not"
+
+    try:
+        early, finished, ended = asyncio.run(scenario())
+    finally:
+        go.set()
+    return {
+        "ended_before_its_sweep": early,
+        "finished": finished,
+        "ended": ended,
+        "transport_closed": bool(closed),
+        "survivors": survivors(token),
+    }
+
+
 def main() -> None:
     scenario, *args = sys.argv[1:]
     # Orphans of what the scenario starts come back to this process, whatever the code under
@@ -305,6 +361,8 @@ def main() -> None:
                 result = late_orphans(workspace)
             elif scenario == "unattached":
                 result = unattached(workspace, args[0])
+            elif scenario == "cancelled-twice":
+                result = cancelled_twice(workspace, args[0])
             elif scenario == "cancelled-start":
                 result = cancelled_start(workspace, int(args[0]), args[1], args[2])
             else:

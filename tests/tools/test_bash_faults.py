@@ -102,6 +102,18 @@ def test_a_call_cancelled_while_its_shell_starts_leaves_nothing_running(
     )
 
 
+def test_a_call_cancelled_again_while_it_sweeps_still_ends_its_command_first(
+    solved_src: Path,
+) -> None:
+    result = scenario(solved_src, "cancelled-twice", str(secrets.randbelow(10**8)))
+    assert not result["ended_before_its_sweep"], (
+        "the call ended at the second cancellation while its sweep still ran unawaited"
+    )
+    assert result["finished"] and result["ended"] == "cancelled", result
+    assert result["transport_closed"], "the pipes were never let go (transport.close())"
+    assert result["survivors"] == [], result
+
+
 def test_every_command_gives_a_result_never_an_exception(solved_src: Path) -> None:
     result = scenario(solved_src, "fuzz")
     assert result["hazards"] >= 30 and result["printed"] >= 20, result

@@ -125,7 +125,7 @@ async def run_bash(
             start_new_session=True,
             env=scope.env(),
         )
-        transport, protocol = await _start_despite_cancellation(start)
+        transport, protocol = await _despite_cancellation(start)
     except (OSError, ValueError) as error:
         await in_thread(scope.sweep)  # releases the cgroup
         if getattr(error, "errno", None) == errno.E2BIG:  # the command itself was checked
@@ -180,7 +180,7 @@ async def run_bash(
         timer.cancel()
         remove_listener()
         if not swept:  # cancelled from outside: no grace, and finish even if cancelled again
-            await asyncio.shield(in_thread(scope.sweep))
+            await _despite_cancellation(in_thread(scope.sweep))
         protocol.stop_discarding()
         transport.close()
 
@@ -201,27 +201,29 @@ async def run_bash(
     )
 
 
-async def _start_despite_cancellation(start: Awaitable[T]) -> T:
-    """Await a process start to its end even if the call is cancelled meanwhile; the
-    cancellation is then passed on at the caller's next await, where its cleanup runs.
+async def _despite_cancellation(work: Awaitable[T]) -> T:
+    """Await ``work`` to its end even if the call is cancelled meanwhile; the cancellation
+    is then passed on at the caller's next await (or goes on from its ``finally``).
 
-    asyncio connects a new process's pipes over a few turns of the event loop after the
-    fork. Cancelled there, it kills the shell alone and then waits for every pipe to close:
-    a background child of the command, already running, holds them, so the call hangs, and
-    the child is never swept (the shell's pid never reached us)."""
-    starting = asyncio.ensure_future(start)
+    The start: asyncio connects a new process's pipes over a few turns of the event loop
+    after the fork. Cancelled there, it kills the shell alone and then waits for every pipe
+    to close: a background child of the command, already running, holds them, so the call
+    hangs, and the child is never swept (the shell's pid never reached us). The sweep of a
+    cancelled call: cancelled again (asyncio.run's teardown cancels every task it finds),
+    a shielded sweep would go on unawaited and the pipes would never be let go."""
+    working = asyncio.ensure_future(work)
     task = asyncio.current_task()
     cancelled: asyncio.CancelledError | None = None
-    while not starting.done():
+    while not working.done():
         try:
-            await asyncio.wait({starting})
+            await asyncio.wait({working})
         except asyncio.CancelledError as error:
             cancelled = error
             if task is not None:
                 task.uncancel()  # taken back here, requested again below
     if cancelled is not None and task is not None:
         task.cancel(*cancelled.args)
-    return starting.result()
+    return working.result()
 
 
 def _fit(status: str, limit: int) -> str:

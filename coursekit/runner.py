@@ -14,6 +14,17 @@ from pathlib import Path
 
 NOT_IMPLEMENTED = "NotImplementedError"  # what every stub raises
 
+# How a failure that a bound on wall-clock time decided shows: pytest-timeout's message ends
+# with the first, and the lab tests begin such a failure with the second (``OVER_TIME_LIMIT``
+# in lab_helpers.py). On a busy machine it may be the machine's doing, not the code's.
+_TIME_LIMIT_MARKS = ("from pytest-timeout", "Over a time limit")
+
+
+def over_a_time_limit(message: str) -> bool:
+    """Whether a failure's message says that a bound on wall-clock time decided it."""
+    return any(mark in message for mark in _TIME_LIMIT_MARKS)
+
+
 # The lab tests need one plugin, pytest-timeout. Every run of them (check, the catalogue, the
 # grader's) loads that one and nothing else the environment happens to have installed:
 # hypothesis alone adds ~0.8 s of CPU to each start, and no other plugin belongs in a run
@@ -39,6 +50,10 @@ class TestOutcome:
     def not_implemented(self) -> bool:
         """Failed on a stub: the code it tests is not written yet."""
         return not self.passed and NOT_IMPLEMENTED in self.message + self.details
+
+    @property
+    def over_a_time_limit(self) -> bool:
+        return not self.passed and over_a_time_limit(self.message)
 
     @property
     def test_file(self) -> str:

@@ -6,16 +6,13 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from coursekit.runner import over_a_time_limit
 from grader.model import SubmissionResult
 
 PSI_CPU = Path("/proc/pressure/cpu")
 # A timeout counts as possibly the neighbours' doing when, for at least this share of the
 # job's run, some task on the machine waited for a CPU (where the kernel tells: else always).
 STARVED_STALL_SHARE = 0.5
-_TEST_TIMEOUT = "from pytest-timeout"  # the end of pytest-timeout's failure message
-# How the lab tests begin a failure that a bound on wall-clock time decided (their helpers'
-# deadlines, a grace that must end in time): ``OVER_TIME_LIMIT`` in lab_helpers.py.
-_OVER_TIME_LIMIT = "Over a time limit"
 
 
 def cpu_stall_seconds() -> float | None:
@@ -50,8 +47,6 @@ def maybe_starved(result: SubmissionResult, stall_share: float | None) -> bool:
     """A run or a test that timed out, or a test failed by a bound on wall-clock time,
     while the machine's CPUs were contended."""
     timed_out = result.status == "timeout" or any(
-        _TEST_TIMEOUT in test.message or _OVER_TIME_LIMIT in test.message
-        for test in result.tests
-        if test.status == "failed"
+        over_a_time_limit(test.message) for test in result.tests if test.status == "failed"
     )
     return timed_out and (stall_share is None or stall_share >= STARVED_STALL_SHARE)

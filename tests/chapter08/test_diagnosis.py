@@ -5,17 +5,19 @@ from __future__ import annotations
 
 import itertools
 from pathlib import Path
+from typing import Any
 
 import pytest
+from pytest_timeout import PYTEST_FAILURE_MESSAGE as TEST_TIMEOUT
 
-from coursekit import load_lab
+from coursekit import load_lab, mistakes
 from coursekit.lab import Mutant, Stage
 from coursekit.mistakes import diagnose, load_signatures, signature_key
-from coursekit.runner import run_lab_tests
+from coursekit.runner import TestOutcome, TestRun, run_lab_tests
 from grader._diagnosis import Diagnoser
 from grader.model import SubmissionResult, TestResult
 
-from .labrun import build, render_base
+from .labrun import build, over_time_limit_prefix, render_base
 
 LAB = load_lab("08")
 ASSERTION = "AssertionError: the invariant broke"
@@ -150,3 +152,34 @@ def test_honest_partial_submissions_are_never_told_they_made_a_known_mistake(
     assert any(not o.passed for o in outcomes if o.test_file.endswith(LAB.stage("8.1").tests)), (
         "the partial read must fail some 8.1 tests, or this proves nothing"
     )
+
+
+def test_a_time_limit_failure_joins_a_signature_only_if_it_fails_again_alone(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # A busy machine (signatures are recorded with two jobs on two cores) can make a mutant
+    # miss a deadline that it meets on its own: that test is not part of the mistake.
+    plain, slow, hang = (f"tests/test_lab8_1_read.py::test_{n}" for n in ("plain", "slow", "hang"))
+    first = (
+        TestOutcome(plain, False, "AssertionError: wrong text", ""),
+        TestOutcome(slow, False, f"AssertionError: {over_time_limit_prefix(LAB)}too slow", ""),
+        TestOutcome(hang, False, "Failed: " + TEST_TIMEOUT % 30, ""),
+        TestOutcome("tests/test_lab8_1_read.py::test_fine", True, "", ""),
+    )
+    again = (TestOutcome(slow, True, "", ""), TestOutcome(hang, False, TEST_TIMEOUT % 30, ""))
+    reruns: list[tuple[str, ...]] = []
+
+    def lab_run(directory: Path, marker: str | None = None, **options: Any) -> TestRun:
+        if marker is not None:
+            return TestRun(first, "")
+        reruns.append(options["extra"])
+        return TestRun(again, "")
+
+    monkeypatch.setattr(mistakes, "assemble_practice_dir", lambda *args, **kw: tmp_path)
+    monkeypatch.setattr(mistakes, "run_lab_tests", lab_run)
+    signatures = mistakes.compute_signatures(LAB, jobs=1)
+    mutant = LAB.stages[0].mutants[0]
+    assert signatures[LAB.stages[0].id][mutant.name] == sorted(
+        mistakes.test_key(nodeid) for nodeid in (plain, hang)
+    )
+    assert reruns[0] == (hang, slow), "only the failures over a time limit run again"

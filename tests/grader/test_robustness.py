@@ -45,6 +45,7 @@ from grader.model import (
 )
 from grader.report import gradebook, gradescope, junit, write_class_reports
 from grader.report import write_submission_reports as write_reports
+from tests.chapter08.labrun import over_time_limit_prefix
 
 LAB = load_lab("08")
 READ = "src/picourse/coding_tools/read.py"
@@ -652,16 +653,6 @@ def test_a_timeout_beside_jobs_that_could_take_its_cpu_is_graded_again_alone(
         assert [t.status for t in slowed] == ["failed"]
 
 
-def _over_time_limit() -> str:
-    """The prefix the lab tests give a failure decided by wall-clock time, read from the
-    lab's own helpers (the grader recognises it there)."""
-    source = (LAB.root / "tests" / "lab_helpers.py").read_text(encoding="utf-8")
-    line = next(x for x in source.splitlines() if x.startswith("OVER_TIME_LIMIT = "))
-    value = line.removeprefix("OVER_TIME_LIMIT = ")
-    assert value.startswith('"') and value.endswith('"'), line
-    return value.strip('"')
-
-
 @pytest.mark.parametrize(
     ("status", "message", "stall", "starved"),
     [
@@ -676,7 +667,7 @@ def _over_time_limit() -> str:
 def test_a_failure_decided_by_wall_clock_time_under_contention_may_be_starvation(
     status: TestStatus, message: str, stall: float | None, starved: bool
 ) -> None:
-    limit = _over_time_limit()
+    limit = over_time_limit_prefix(LAB)
     test = TestResult(FIRST_READ_TEST, "8.1", False, status, message.format(limit=limit), 0, 1)
     result = SubmissionResult("ann", "graded", "", "bwrap", tests=[test])
     assert _starvation.maybe_starved(result, stall) is starved, (

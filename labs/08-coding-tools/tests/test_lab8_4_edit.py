@@ -33,8 +33,8 @@ pytestmark = pytest.mark.lab8_4
 SOURCE = "def greet(name):\n    return 'hello ' + name\n\nprint(greet('world'))\n"
 
 
-def edit(workspace: Path, **arguments: Any) -> ToolOutput:
-    return call_now(create_coding_tools(workspace), "edit", path="app.py", **arguments)
+def edit(workspace: Path, path: str = "app.py", **arguments: Any) -> ToolOutput:
+    return call_now(create_coding_tools(workspace), "edit", path=path, **arguments)
 
 
 @pytest.fixture
@@ -228,15 +228,22 @@ def test_edit_refuses_to_leave_the_workspace(workspace: Path, outside: Path) -> 
     assert snapshot(outside) == before, "nothing outside the workspace may change"
 
 
+@pytest.mark.parametrize("name", ["app.py", "alias.py"], ids=["file", "symlink"])
 def test_edit_runs_in_the_default_queue_even_when_it_fails(
-    workspace: Path, app: Path, monkeypatch: pytest.MonkeyPatch
+    workspace: Path, app: Path, monkeypatch: pytest.MonkeyPatch, name: str
 ) -> None:
+    if name != app.name:
+        (workspace / name).symlink_to(app.name)
     probe = QueueProbe().install(monkeypatch)
-    edit(workspace, old_text="'world'", new_text="'you'")
-    edit(workspace, old_text="not there", new_text="x")
+    edit(workspace, path=name, old_text="'world'", new_text="'you'")
+    edit(workspace, path=name, old_text="not there", new_text="x")
     assert [(id(q), k) for q, k in probe.calls] == [
         (id(DEFAULT_MUTATION_QUEUE), os.path.realpath(app))
-    ] * 2, "every edit that passed path resolution must run in DEFAULT_MUTATION_QUEUE"
+    ] * 2, (
+        "every edit that passed path resolution must run in DEFAULT_MUTATION_QUEUE, keyed by "
+        f"canonical_key(path): an edit of {name!r} and a write of {app.name!r} change one file "
+        "and must take one lane"
+    )
 
 
 def test_details_count_utf8_bytes(workspace: Path) -> None:

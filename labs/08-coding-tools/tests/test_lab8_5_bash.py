@@ -1390,19 +1390,29 @@ def test_the_longest_command_linux_passes_still_runs(workspace: Path) -> None:
 
 
 @pytest.mark.challenge
-@pytest.mark.parametrize("size", [131072, 200_000])
+@pytest.mark.parametrize(
+    ("size", "filler"),
+    [(131072, "x"), (200_000, "x"), (131072, "é")],
+    ids=["131072", "200000", "131072-in-two-byte-characters"],
+)
 def test_a_command_too_long_for_the_system_says_how_to_run_a_script(
-    workspace: Path, size: int
+    workspace: Path, monkeypatch: pytest.MonkeyPatch, size: int, filler: str
 ) -> None:
     prefix = "touch ran.txt #"
-    command = prefix + "x" * (size - len(prefix))
+    # The size is in bytes: 65,529 two-byte characters after the prefix make 131,073.
+    command = prefix + filler * -(-(size - len(prefix)) // len(filler.encode()))
+    assert utf8_len(command) >= size
+    spawned = refuse_to_spawn(monkeypatch)
     out = call_now(create_coding_tools(workspace), "bash", command=command)
     assert out.is_error and "bash script.sh" in text_of(out), (
         f"a command of {size} bytes is too long for the system (128 KiB, 131072 bytes, or "
         "more): refuse it before spawning, with the advice to write it to a file and run "
         f"'bash script.sh'; got {text_of(out)[:300]!r}"
     )
-    assert not (workspace / "ran.txt").exists(), "a refused command must not run at all"
+    assert not spawned and not (workspace / "ran.txt").exists(), (
+        f"a command of {utf8_len(command)} bytes ({len(command)} characters) was started "
+        f"({spawned}): measure its UTF-8 bytes and refuse it before spawning anything"
+    )
 
 
 @pytest.mark.challenge

@@ -463,6 +463,25 @@ def test_glob_with_no_match_says_so_and_bad_patterns_are_errors(project: Path) -
         )
 
 
+def test_a_pattern_whose_dots_are_not_a_part_of_their_own_is_not_refused(
+    workspace: Path,
+) -> None:
+    for name in ("notes..old", "v1..2/a.txt", "a..b.py"):
+        (workspace / name).parent.mkdir(parents=True, exist_ok=True)
+        (workspace / name).write_text("")
+    for pattern, expected in (
+        ("notes..*", "notes..old"),
+        ("v1..2/*", "v1..2/a.txt"),
+        ("*..*.py", "a..b.py"),
+    ):
+        out = glob(workspace, pattern)
+        assert not out.is_error and lines_of(out) == [expected], (
+            f"{pattern!r} climbs nowhere: '..' is refused only as a whole part between "
+            f"slashes (pattern.split('/')), as with paths ('..notes' is a name too). Got: "
+            f"{text_of(out)!r}"
+        )
+
+
 def test_glob_never_leaves_the_workspace(workspace: Path, outside: Path) -> None:
     (outside / "leak.py").write_text("")
     (workspace / "inside.py").write_text("")

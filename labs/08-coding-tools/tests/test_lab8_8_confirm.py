@@ -350,12 +350,14 @@ def test_an_abort_while_the_person_decides_stops_the_edit(workspace: Path) -> No
 
 
 @pytest.mark.parametrize("tool", ["write", "edit"])
+@pytest.mark.parametrize(
+    "saved_meanwhile", ["x = 1\ny = 200\n", "x = 1\ny = 9\n"], ids=["longer", "same-size"]
+)
 def test_a_file_changed_on_disk_while_the_person_decides_is_not_overwritten(
-    workspace: Path, tool: str
+    workspace: Path, tool: str, saved_meanwhile: str
 ) -> None:
     path = workspace / "app.py"
     path.write_text("x = 1\ny = 2\n")
-    saved_meanwhile = "x = 1\ny = 200\n"
 
     async def approver(request: ConfirmRequest) -> bool:
         path.write_text(saved_meanwhile)  # the person's editor saves the file meanwhile
@@ -369,8 +371,8 @@ def test_a_file_changed_on_disk_while_the_person_decides_is_not_overwritten(
     out = call_now(tools(workspace, approver), tool, path="app.py", **arguments)
     assert path.read_text() == saved_meanwhile, (
         "invariant: what was shown is what gets written. A file that changed on disk while the "
-        "person decided must not be overwritten: compare it with what the diff was made from, "
-        "right before the atomic write"
+        "person decided must not be overwritten: compare its content (not its size) with what "
+        "the diff was made from, right before the atomic write"
     )
     assert out.is_error and "changed" in text_of(out) and "app.py" in text_of(out), (
         f"the refusal says the file changed and names it. Got: {text_of(out)!r}"

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from coursekit import Lab, load_lab
-from coursekit.lab import Mutant
+from coursekit.lab import Mutant, Replacement
 from coursekit.mistakes import load_signatures
 from coursekit.runner import TestOutcome, run_lab_tests
 
@@ -151,4 +151,44 @@ def test_each_catalogued_mutant_is_killed_by_its_stage(
     assert any(not o.passed for o in run.outcomes), (
         f"no test of stage {stage.id} kills mutant {mutant.name!r} ({mutant.description}); "
         f"a test is missing for: {mutant.invariant}"
+    )
+
+
+# A descheduled test process, made reproducible: the event loop stalls while asyncio connects
+# a new process's pipes, so the command's child writes its file before the start is done.
+_STALLED_PIPES = """
+import asyncio.base_events, time
+
+_connect = asyncio.base_events.BaseEventLoop.connect_read_pipe
+
+async def _stalled(self, *args, **kwargs):
+    time.sleep(0.5)
+    return await _connect(self, *args, **kwargs)
+
+asyncio.base_events.BaseEventLoop.connect_read_pipe = _stalled
+"""
+
+# A bash written from the handout: it cleans up in a finally block, but a cancellation that
+# lands inside asyncio's start never reaches it (the reference lets the start finish).
+_PLAIN_START = Mutant(
+    "plain-start",
+    "8.5",
+    "The start of bash is awaited as it is.",
+    "",
+    "src/picourse/coding_tools/bash.py",
+    (Replacement("await _despite_cancellation(start)", "await start"),),
+)
+
+
+def test_a_cancellation_comes_after_the_start_even_on_a_stalled_machine(
+    base: Path, tmp_path: Path
+) -> None:
+    plain = build(LAB, base, tmp_path / "plain", [s.id for s in LAB.stages], _PLAIN_START)
+    (plain / "stalled_pipes.py").write_text(_STALLED_PIPES)
+    test = "tests/test_lab8_5_bash.py::test_a_cancelled_call_leaves_no_process_running"
+    run = run_lab_tests(plain, extra=("-p", "stalled_pipes", test))
+    assert [(o.nodeid, o.passed) for o in run.outcomes] == [(test, True)], (
+        "a tool that cleans up in a finally block failed the cancellation test on a stalled "
+        "machine: the test must cancel only after asyncio's start of the process is done "
+        f"(START_TURNS). {[o.message[:500] for o in run.outcomes]} {run.output[-1500:]}"
     )

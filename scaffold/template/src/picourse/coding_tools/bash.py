@@ -5,8 +5,9 @@ leader of a new session (``start_new_session=True``: its own process group, no c
 terminal). End in exactly one of: success, non-zero exit, timeout, abort, not started. Race
 bash's own exit, not the pipes' end (a background child may hold them open). On timeout and
 abort: SIGTERM to the group, a short grace (about 1 s, at most 2 s), SIGKILL, and wait for
-that before returning. Nothing the command started may outlive the call; remove the timer
-and the abort listener on every path. In workspace mode refuse (without running) a command
+that before returning. Nothing the command started may outlive the call, also when the
+call's task is cancelled (kill the group in a ``finally`` block before the
+``CancelledError`` goes on); remove the timer and the abort listener on every path. In workspace mode refuse (without running) a command
 in which a word starting with ``/``, ``~/`` or ``../`` stands at the start or after
 whitespace or one of ``;&|<>()``; the error mentions the ``guardrail``. A command no program
 can receive (NUL, a lone surrogate) and an already-aborted signal give an error result

@@ -7,9 +7,10 @@ bash's own exit, not the pipes' end (a background child may hold them open). On 
 abort: SIGTERM to the group, a short grace (about 1 s, at most 2 s), SIGKILL, and wait for
 that before returning. Nothing the command started may outlive the call, also when the
 call's task is cancelled (kill the group in a ``finally`` block before the
-``CancelledError`` goes on); remove the timer and the abort listener on every path. In workspace mode refuse (without running) a command
-in which a word starting with ``/``, ``~/`` or ``../`` stands at the start or after
-whitespace or one of ``;&|<>()``; the error mentions the ``guardrail``. A command no program
+``CancelledError`` goes on); remove the timer and the abort listener on every path. In
+workspace mode refuse (without running) a command in which a word starting with ``/``,
+``~/`` or ``../`` stands at the start or after whitespace or one of ``;&|<>()``; the error
+mentions the ``guardrail``. A command no program
 can receive (NUL, a lone surrogate) and an already-aborted signal give an error result
 without spawning anything. The whole text, status such as ``(no output, exit 0)``
 included, fits in ``max_bash_output_bytes``. Report ``BashDetails``.

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from coursekit.assemble import assemble_practice_dir
 from coursekit.lab import Lab, Mutant, Stage
-from coursekit.runner import NOT_IMPLEMENTED, run_lab_tests
+from coursekit.runner import NOT_IMPLEMENTED, over_a_time_limit, run_lab_tests
 
 THRESHOLD = 0.6
 SIGNATURES_FILE = "mistakes.json"
@@ -86,7 +86,9 @@ def compute_signatures(
             failed = {o.nodeid for o in outcomes if not o.passed}
             # A failure decided by wall-clock time may be the busy machine's doing: it joins
             # the signature only if it fails again in a run of those tests alone.
-            timed = sorted(o.nodeid for o in outcomes if o.over_a_time_limit)
+            timed = sorted(
+                o.nodeid for o in outcomes if not o.passed and over_a_time_limit(o.message)
+            )
             if timed:
                 again = run_lab_tests(directory, extra=tuple(timed)).outcomes
                 failed -= {o.nodeid for o in again if o.passed}

@@ -52,10 +52,6 @@ class TestOutcome:
         return not self.passed and NOT_IMPLEMENTED in self.message + self.details
 
     @property
-    def over_a_time_limit(self) -> bool:
-        return not self.passed and over_a_time_limit(self.message)
-
-    @property
     def test_file(self) -> str:
         return self.nodeid.split("::")[0]
 

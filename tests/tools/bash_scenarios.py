@@ -21,15 +21,17 @@ import select
 import shlex
 import sys
 import tempfile
+import threading
 import time
+from asyncio import base_subprocess
 from pathlib import Path
 from typing import Any
 
 import psutil
 
 from picourse.coding_tools import create_coding_tools
-from picourse.coding_tools.command_scope import RUN_MARKER
-from picourse.tool import ToolContext, ToolOutput
+from picourse.coding_tools.command_scope import RUN_MARKER, CommandScope
+from picourse.tool import Tool, ToolContext, ToolOutput
 
 _PR_SET_CHILD_SUBREAPER = 36
 
@@ -236,17 +238,22 @@ def unattached(workspace: Path, token: str) -> dict[str, Any]:
     return {"looks": looks.get(shell.pid, 0), "survived": survived}
 
 
+def _gated_bash(workspace: Path, token: str) -> tuple[Tool, dict[str, Any]]:
+    """The bash tool and a command whose shell writes into the FIFO ``started`` once its
+    background child runs: a read of the FIFO returns exactly then."""
+    tool = create_coding_tools(workspace, "unrestricted").get("bash")
+    assert tool is not None
+    os.mkfifo(workspace / "started")
+    params = tool.schema.validate({"command": f"sleep 600.{token} & echo started > started; wait"})
+    return tool, params
+
+
 def cancelled_start(workspace: Path, pipe: int, how: str, token: str) -> dict[str, Any]:
     """The call cancelled while asyncio still connects the new shell's pipe ``pipe`` (1
     stdout, 2 stderr), once the command's background child runs: by ``how`` = "cancel"
     (its agent loop torn down) or "timeout" (an ``asyncio.timeout`` around it expires).
     asyncio, cancelled there, kills the shell alone and never hands back its pid."""
-    tool = create_coding_tools(workspace, "unrestricted").get("bash")
-    assert tool is not None
-    # The shell writes into a FIFO once its background child runs: the spy's read of it
-    # returns exactly then.
-    os.mkfifo(workspace / "started")
-    params = tool.schema.validate({"command": f"sleep 600.{token} & echo started > started; wait"})
+    tool, params = _gated_bash(workspace, token)
 
     async def scenario() -> tuple[bool, str]:
         loop = asyncio.get_running_loop()
@@ -288,15 +295,7 @@ def cancelled_twice(workspace: Path, token: str) -> dict[str, Any]:
     """The call cancelled, then cancelled again while its cleanup sweeps (as asyncio.run's
     teardown cancels every task it finds). The sweep is held until the second cancellation
     has been delivered."""
-    import threading
-    from asyncio import base_subprocess
-
-    from picourse.coding_tools.command_scope import CommandScope
-
-    tool = create_coding_tools(workspace, "unrestricted").get("bash")
-    assert tool is not None
-    os.mkfifo(workspace / "started")
-    params = tool.schema.validate({"command": f"sleep 600.{token} & echo started > started; wait"})
+    tool, params = _gated_bash(workspace, token)
     sweeping, go = threading.Event(), threading.Event()
     sweep, close = CommandScope.sweep, base_subprocess.BaseSubprocessTransport.close
     closed: list[bool] = []

@@ -4,6 +4,7 @@
     .venv/bin/python tools/mutation_campaign.py                      # every stage (hours)
     .venv/bin/python tools/mutation_campaign.py --stage 8.1 --own-tests --max-children 2
     .venv/bin/python tools/mutation_campaign.py --stage 8.1 --workdir DIR --report  # again
+    .venv/bin/python tools/mutation_campaign.py --stage 8.5 --function _despite_cancellation
 
 It builds a solved practice directory (the scaffold, the lab tests and every stage's
 solution, exactly as ``practice.py 08 DIR --solution`` does), tells mutmut to mutate the
@@ -57,18 +58,22 @@ class Mutant:
     @property
     def identity(self) -> str:
         """``function:hash`` of the changed lines: survives renumbering and moved lines."""
-        function = self.name.rsplit(".", 1)[-1].split("__mutmut_")[0]
         changed = [
             line[0] + line[1:].strip()
             for line in self.diff.splitlines()
             if line[:1] in "+-" and not line.startswith(("+++", "---"))
         ]
         digest = hashlib.sha256("\n".join([self.module, *changed]).encode()).hexdigest()
-        return f"{function}:{digest[:12]}"
+        return f"{self.function}:{digest[:12]}"
 
     @property
     def key(self) -> tuple[str, str]:
         return (self.module, self.identity)
+
+    @property
+    def function(self) -> str:
+        """mutmut's name of the mutated function: ``x_run_bash``, ``xǁMutationQueueǁrun``."""
+        return self.name.rsplit(".", 1)[-1].split("__mutmut_")[0]
 
 
 @dataclass
@@ -95,6 +100,17 @@ class StageReport:
 def dotted(module: str) -> str:
     """``src/picourse/coding_tools/read.py`` -> ``picourse.coding_tools.read``."""
     return module.removeprefix("src/").removesuffix(".py").replace("/", ".")
+
+
+def function_patterns(names: list[str]) -> list[str]:
+    """Patterns of mutmut's names of the mutants of the functions or methods ``names``
+    (``….x_run_bash__mutmut_3``, ``….xǁMutationQueueǁrun__mutmut_3``)."""
+    return [p for n in names for p in (f"*.x_{n}__mutmut_*", f"*ǁ{n}__mutmut_*")]
+
+
+def is_one_of(function: str, names: list[str] | None) -> bool:
+    """Whether mutmut's ``function`` is one of ``names``; every function when None."""
+    return not names or any(function == f"x_{n}" or function.endswith(f"ǁ{n}") for n in names)
 
 
 def load_equivalents(path: Path = EQUIVALENTS) -> dict[tuple[str, str], str]:
@@ -188,7 +204,7 @@ def reap(token: str) -> int:
     return len(left)
 
 
-def collect(directory: Path, modules: list[str]) -> list[Mutant]:
+def collect(directory: Path, modules: list[str], functions: list[str] | None) -> list[Mutant]:
     by_prefix = {dotted(m) + ".": m for m in modules}
     mutants = []
     for line in mutmut(directory, "results", "--all", "true").splitlines():
@@ -196,12 +212,19 @@ def collect(directory: Path, modules: list[str]) -> list[Mutant]:
         module = next((m for p, m in by_prefix.items() if name.startswith(p)), None)
         if not name or module is None:
             continue
+        if not is_one_of(Mutant(name, module, status, "").function, functions):
+            continue
         diff = mutmut(directory, "show", name) if status not in DETECTED else ""
         mutants.append(Mutant(name, module, status, diff))
     return mutants
 
 
-def report(stages: list[Stage], mutants: list[Mutant], known: dict[tuple[str, str], str]) -> int:
+def report(
+    stages: list[Stage],
+    mutants: list[Mutant],
+    known: dict[tuple[str, str], str],
+    functions: list[str] | None = None,
+) -> int:
     reports = [StageReport(s, [m for m in mutants if m.module in s.modules]) for s in stages]
     unexplained = 0
     print(
@@ -225,7 +248,12 @@ def report(stages: list[Stage], mutants: list[Mutant], known: dict[tuple[str, st
             print(f"\n[{r.stage.id}] {m.status.upper()} {m.identity}  ({m.name})")
             print("    " + "\n    ".join(changed))
     run_modules = {m.module for m in mutants}
-    stale = sorted(k for k in known if k[0] in run_modules and k not in {m.key for m in mutants})
+    run_keys = {m.key for m in mutants}
+    stale = sorted(
+        k
+        for k in known
+        if k[0] in run_modules and k not in run_keys and is_one_of(k[1].split(":")[0], functions)
+    )
     if stale:
         print(f"\n{EQUIVALENTS.name}: entries that match no mutant of this run (stale?): {stale}")
     if unexplained:
@@ -251,6 +279,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="also run the challenge tests (slow: one writes 768 MiB sparse)",
     )
+    parser.add_argument(
+        "--function",
+        action="append",
+        help="only the mutants of this function or method (repeat): one that changed",
+    )
     parser.add_argument("--workdir", type=Path, help="keep the run here (default: temporary)")
     parser.add_argument("--nice", type=int, default=10, help="niceness increment (10)")
     parser.add_argument(
@@ -266,7 +299,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.report:
         if args.workdir is None or not (args.workdir / "mutants").is_dir():
             parser.error("--report needs the --workdir of an earlier run")
-        return report(stages, collect(args.workdir, modules), load_equivalents())
+        mutants = collect(args.workdir, modules, args.function)
+        return report(stages, mutants, load_equivalents(), args.function)
     os.nice(args.nice)
     os.environ[RUN_MARKER] = token = uuid.uuid4().hex
     if args.workdir is not None and args.workdir.exists():
@@ -278,11 +312,13 @@ def main(argv: list[str] | None = None) -> int:
         log = directory / "mutmut-run.log"
         print(f"mutating {len(modules)} module(s) in {directory} (log: {log}) ...", flush=True)
         try:
-            mutmut(directory, "run", "--max-children", str(args.max_children), log=log)
+            names = function_patterns(args.function or [])
+            mutmut(directory, "run", "--max-children", str(args.max_children), *names, log=log)
         finally:
             if left := reap(token):
                 print(f"killed {left} process(es) that the test runs left behind")
-        return report(stages, collect(directory, modules), load_equivalents())
+        mutants = collect(directory, modules, args.function)
+        return report(stages, mutants, load_equivalents(), args.function)
     finally:
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)

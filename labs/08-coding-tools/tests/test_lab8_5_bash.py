@@ -512,6 +512,84 @@ def test_a_cancelled_call_leaves_no_process_running(workspace: Path) -> None:
     )
 
 
+@pytest.mark.challenge
+@pytest.mark.parametrize("how", ["cancel", "timeout"])
+def test_a_call_cancelled_while_bash_starts_still_ends_its_command(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    # The cancellation lands inside asyncio's start of the process: after the fork, while it
+    # connects the pipes, once the command's child runs. "timeout": an asyncio.timeout
+    # around the call expires there.
+    command = script(workspace, "starting.py", FAMILY) + "; true"
+
+    async def scenario() -> tuple[asyncio.Task[ToolOutput], bool, str]:
+        loop = asyncio.get_running_loop()
+        connect = loop.connect_read_pipe
+        in_start, go_on = asyncio.Event(), asyncio.Event()
+
+        async def parked_while_connecting(*args: Any, **kwargs: Any) -> Any:
+            if not in_start.is_set():
+                in_start.set()
+                await go_on.wait()  # the cancellation is thrown in here
+            return await connect(*args, **kwargs)
+
+        monkeypatch.setattr(loop, "connect_read_pipe", parked_while_connecting)
+        deadline = asyncio.timeout(None)
+
+        async def under_deadline() -> ToolOutput:
+            async with deadline:
+                return await call(
+                    unrestricted(workspace, bash_timeout_ms=FAR_TIMEOUT_MS),
+                    "bash",
+                    {"command": command},
+                )
+
+        task = asyncio.create_task(under_deadline())
+        await wait_for_file(workspace / "family.pid", task)
+        if how == "timeout":
+            deadline.reschedule(loop.time())  # expires at the loop's next turn
+        else:
+            task.cancel()
+        go_on.set()
+        done, _ = await asyncio.wait({task}, timeout=10)
+        return task, bool(done), "" if done else waiting_at(task)
+
+    task, finished, where = run(scenario())
+    assert finished, (
+        f"{OVER_TIME_LIMIT}the call was cancelled while asyncio was still starting bash (it "
+        f"connects the pipes after the fork) and had not finished 10 s later (waiting at "
+        f"{where}). Either asyncio, cancelled there, killed the shell alone and waits for "
+        "the pipes that the command's children hold (let the start finish despite the "
+        "cancellation, then kill the group), or the cancellation was caught and never passed "
+        "on, so the call runs the command on (cancel the task again once the start is done)"
+    )
+    family = [int(pid) for pid in (workspace / "family.pid").read_text().split()]
+    deadline = time.monotonic() + 2
+    while time.monotonic() < deadline and any(still_running(p, "starting.py") for p in family):
+        time.sleep(0.01)
+    running = [pid for pid in family if still_running(pid, "starting.py")]
+    assert not running, (
+        f"{OVER_TIME_LIMIT}processes {running} of the command still run 2 s after its call was "
+        "cancelled during the start: asyncio, cancelled while it starts a process, kills the "
+        "shell alone and never hands back its pid; let the start finish, then kill the group"
+    )
+    ended = (
+        "cancelled"
+        if task.cancelled()
+        else "a result"
+        if task.exception() is None
+        else type(task.exception()).__name__
+    )
+    expected = {"cancel": "cancelled", "timeout": "TimeoutError"}[how]
+    assert ended == expected, (
+        f"the call ended with {ended}, not {expected}: a cancellation that came during the "
+        "start must go on as it came once the command is ended (never swallowed into a "
+        "result), and an asyncio.timeout around the call must still raise TimeoutError: "
+        "after catching CancelledError, call uncancel() on the task and cancel() it again, "
+        "so that the timeout recognises its own cancellation"
+    )
+
+
 def test_bash_runs_the_command_in_a_new_session_it_leads(workspace: Path) -> None:
     command = f"echo shell $$; {PY} -c \"import os; print('child', os.getsid(0), os.getpgrp())\""
     out = call_now(unrestricted(workspace), "bash", command=command)
@@ -568,7 +646,7 @@ def test_the_abort_listener_is_removed_when_the_call_ends(workspace: Path, endin
     )
 
 
-@pytest.mark.parametrize("ending", ["exit", "abort"])
+@pytest.mark.parametrize("ending", ["exit", "abort", "cancel"])
 def test_the_timer_is_removed_when_the_call_ends(
     workspace: Path, ending: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -578,21 +656,31 @@ def test_the_timer_is_removed_when_the_call_ends(
     monkeypatch.setenv("PICOURSE_LOOKS_AT_THE_LOOP", "1")
     command = "true" if ending == "exit" else "echo ready > ready.txt; sleep 30"
 
-    async def scenario() -> tuple[ToolOutput, list[asyncio.TimerHandle], set[asyncio.Task[Any]]]:
+    async def scenario() -> tuple[ToolOutput | None, list[asyncio.TimerHandle], set[Any]]:
         before = asyncio.all_tasks()
         controller = AbortController()
         tools = create_coding_tools(workspace, bash_timeout_ms=FAR_TIMEOUT_MS)
         task = asyncio.create_task(
             call(tools, "bash", {"command": command}, signal=controller.signal)
         )
-        if ending == "abort":
+        if ending != "exit":
             await wait_for_file(workspace / "ready.txt", task)
+        if ending == "abort":
             controller.abort("user pressed Esc")
-        out = await task
+        out = None
+        if ending == "cancel":
+            for _ in range(START_TURNS):  # after asyncio's start, as in the cancellation test
+                await asyncio.sleep(0)
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        else:
+            out = await task
         return (out, *await leftovers_on_the_loop(before | {task}))
 
     out, timers, tasks = run(scenario())
-    assert out.details.aborted == (ending == "abort"), text_of(out)
+    if out is not None:
+        assert out.details.aborted == (ending == "abort"), text_of(out)
     assert not timers and not tasks, (
         f"after the call ended ({ending}), its timeout timer (or a task of the call) is still "
         f"pending on the event loop: {timers or tasks}. Remove the timer on every path (cancel "

@@ -10,7 +10,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -289,6 +289,15 @@ def raise_task_failures(*tasks: asyncio.Task[Any]) -> None:
     for task in tasks:
         if task.done() and not task.cancelled() and task.exception() is not None:
             raise task.exception()  # type: ignore[misc]
+
+
+async def finished_within(awaitable: Awaitable[T], seconds: float, failure: str) -> T:
+    """Await something that must end in time; if it does not, fail over a time limit with
+    ``failure`` (what should have ended, and why it must)."""
+    try:
+        return await asyncio.wait_for(awaitable, timeout=seconds)
+    except TimeoutError:
+        raise AssertionError(OVER_TIME_LIMIT + failure) from None
 
 
 async def end_or_release(

@@ -578,9 +578,18 @@ def test_a_remembered_file_shows_the_right_lines_at_every_offset(
         )
 
 
-@pytest.mark.parametrize("later_ns", [0, 1_000], ids=["at-the-change", "1us-after"])
+# An mtime set back right after a change (touch -d, tar -x, cp -p, rsync -t: here to 2001):
+# only the status-change time (ctime), which nothing sets back, still says when it changed.
+_SET_BACK = "the mtime was set back to 2001 (os.utime, as touch -d or tar -x do) right after it"
+
+
+@pytest.mark.parametrize(
+    ("later_ns", "set_back"),
+    [(0, False), (1_000, False), (0, True)],
+    ids=["at-the-change", "1us-after", "mtime-set-back"],
+)
 def test_a_file_changed_as_its_read_starts_is_not_remembered(
-    workspace: Path, monkeypatch: pytest.MonkeyPatch, later_ns: int
+    workspace: Path, monkeypatch: pytest.MonkeyPatch, later_ns: int, set_back: bool
 ) -> None:
     # A file can change again within the timestamp tick of its last change and keep its
     # size and times. Writing through a shared memory map to pages already written does
@@ -594,6 +603,8 @@ def test_a_file_changed_as_its_read_starts_is_not_remembered(
     with open(path, "r+b") as file, mmap.mmap(file.fileno(), 0) as mapped:
         for at in range(0, len(mapped), mmap.PAGESIZE):
             mapped[at] = mapped[at]  # every page written once: later writes change no time
+        if set_back:
+            os.utime(path, ns=(10**18, 10**18))  # the ctime is now
         status = os.stat(path)
         stamp = max(status.st_mtime_ns, status.st_ctime_ns)
         monkeypatch.setattr(time, "time_ns", lambda: stamp + later_ns)
@@ -608,12 +619,13 @@ def test_a_file_changed_as_its_read_starts_is_not_remembered(
         after = call_now(registry, "read", path="log.txt", offset=offset, limit=2)
     assert (text_of(after), after.details) == fresh_read(path, now, offset, 2, 48_000), (
         f"log.txt changed right after a read that started {later_ns} ns after its last "
-        "change (the test sets time.time_ns and time.time), and the change left its size "
-        "and times as they were: the next read must count it afresh. Remember nothing of a "
-        "file changed less than a timestamp tick before the read started (git's racy-"
-        "timestamp rule: a margin of a tick, not only a strict comparison of the times), "
-        f"or nothing at all. Got: {text_of(after)[:200]!r} with "
-        f"{after.details}"
+        f"change{'; ' + _SET_BACK if set_back else ''} (the test sets time.time_ns and "
+        "time.time), and the change left its size and times as they were: the next read "
+        "must count it afresh. Remember nothing of a file changed less than a timestamp "
+        "tick before the read started (git's racy-timestamp rule: a margin of a tick, not "
+        "only a strict comparison of the times), judged by st_mtime_ns and st_ctime_ns, the "
+        "later of the two (an mtime can be set back, a ctime cannot), or remember nothing at "
+        f"all. Got: {text_of(after)[:200]!r} with {after.details}"
     )
 
 

@@ -13,11 +13,12 @@ from typing import Any
 import pytest
 
 from lab_helpers import (
-    OVER_TIME_LIMIT,
     AbortsOnceLookedAt,
     call,
     call_now,
+    end_or_release,
     fifo_target,
+    play_fifo_writer,
     raise_task_failures,
     run,
     snapshot,
@@ -409,18 +410,13 @@ def test_a_fifo_is_refused_without_blocking(workspace: Path, link: str | None) -
         editing = asyncio.create_task(
             call(tools, "edit", {"path": name, "old_text": "a", "new_text": "b"})
         )
-        done, _ = await asyncio.wait({editing}, timeout=5)
-        if not done:
-            # Unblock the worker thread (a writer end opens and closes: end of file), so
-            # the test ends; then fail for what was seen.
-            os.close(os.open(fifo, os.O_RDWR | os.O_NONBLOCK))
-            await asyncio.wait({editing}, timeout=5)
-            raise AssertionError(
-                f"{OVER_TIME_LIMIT}edit blocked on a FIFO with no writer: open with "
-                "O_NONBLOCK and refuse anything but a regular file (os.fstat, stat.S_ISREG); "
-                "files.open_existing does both"
-            )
-        return editing.result()
+        return await end_or_release(
+            editing,
+            lambda: play_fifo_writer(fifo),
+            within=5,
+            failure="edit blocked on a FIFO with no writer: open with O_NONBLOCK and refuse "
+            "anything but a regular file (os.fstat, stat.S_ISREG); files.open_existing does both",
+        )
 
     out = run(scenario(), timeout=15)
     assert out.is_error and "regular file" in text_of(out), (

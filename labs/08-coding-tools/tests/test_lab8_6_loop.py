@@ -162,6 +162,20 @@ def test_max_steps_none_reaches_the_loop_as_no_limit(project: Path) -> None:
     )
 
 
+def test_max_steps_above_the_default_reaches_the_loop_unchanged(project: Path) -> None:
+    endless = [
+        assistant_message([ToolCall(f"r{n}", "read", {"path": "greet.py"})], "toolUse")
+        for n in range(60)
+    ]
+    model = ScriptedModel(endless)
+    result = run(run_coding_agent(model, str(project), TASK, max_steps=55))
+    assert result.reason == "max_steps" and len(model.requests) == 55, (
+        "max_steps=55 must allow 55 model requests: pass max_steps to the loop exactly as "
+        "given, never capped or replaced (the run ended with "
+        f"{result.reason!r} after {len(model.requests)} model requests)"
+    )
+
+
 def test_workspace_containment_is_the_default(project: Path, outside: Path) -> None:
     turns = [
         assistant_message([ToolCall("r1", "read", {"path": "../outside/secret.txt"})], "toolUse"),
@@ -200,6 +214,21 @@ def test_the_system_prompt_describes_the_registry_it_is_given(
             f"the system prompt lists every tool of the registry it is given, with its full "
             f"description: {tool.name!r} or part of its description is missing"
         )
+
+
+@pytest.mark.parametrize("given", ["./{name}", "{name}/../{name}", "../{parent}/{name}"])
+def test_the_system_prompt_names_the_workspace_by_its_normalised_absolute_path(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch, given: str
+) -> None:
+    monkeypatch.chdir(workspace.parent)
+    cwd = given.format(name=workspace.name, parent=workspace.parent.name)
+    prompt = build_system_prompt(cwd, create_coding_tools(workspace))
+    joined = os.path.join(os.getcwd(), cwd)
+    assert str(workspace) in prompt and joined not in prompt, (
+        f"the system prompt names the workspace {cwd!r} by its absolute path, normalised "
+        f"(os.path.abspath(cwd)): {str(workspace)!r}, not {joined!r}, a name with '.' or '..' "
+        "in it that a command cannot always follow"
+    )
 
 
 def test_the_system_prompt_names_the_workspace_as_given_not_its_real_path(

@@ -21,6 +21,7 @@ from lab_helpers import call, call_now, run, snapshot, text_of
 from picourse.abort import AbortController
 from picourse.coding_tools import (
     DEFAULT_MUTATION_QUEUE,
+    BashDetails,
     Confirm,
     ConfirmRequest,
     WriteDetails,
@@ -127,6 +128,23 @@ def test_identical_content_asks_nothing_and_writes_nothing(workspace: Path, tool
         assert out.details == WriteDetails(str(path), 5)
     assert path.stat().st_ino == inode and path.stat().st_mtime_ns == 1_000_000_000, (
         "identical content must not be written again"
+    )
+
+
+def test_identical_means_the_same_bytes_not_the_same_decoded_text(workspace: Path) -> None:
+    path = workspace / "app.cfg"
+    path.write_bytes(b"v = \xff\n")  # not UTF-8: decoded with errors="replace", 0xFF is U+FFFD
+    approver = Approver(True)
+    out = call_now(tools(workspace, approver), "write", path="app.cfg", content="v = \ufffd\n")
+    assert [request.path for request in approver.requests] == ["app.cfg"], (
+        "invariant: only identical bytes are identical content. The file holds the byte 0xFF, "
+        "the new content is U+FFFD (bytes EF BF BD): they decode to the same text for the "
+        "diff, yet the write changes the file, so the approver is asked (once). Compare the "
+        f"old and new bytes, not their decoded text. Got: {text_of(out)!r}"
+    )
+    assert not out.is_error and path.read_bytes() == "v = \ufffd\n".encode(), (
+        "an approved change is written: the file holds the UTF-8 bytes of the content. "
+        f"Got: {text_of(out)!r}, file {path.read_bytes()!r}"
     )
 
 
@@ -411,6 +429,43 @@ def test_bash_asks_with_the_command_and_a_declined_command_never_runs(
     approver.answer = True
     out = call_now(gated(approver), "bash", command="touch ran.txt")
     assert not out.is_error and (workspace / "ran.txt").exists()
+
+
+@pytest.mark.parametrize("tool", ["bash", "edit"])
+def test_an_already_aborted_call_asks_nothing_and_says_aborted(workspace: Path, tool: str) -> None:
+    path = workspace / "app.py"
+    path.write_text("x = 1\n")
+    before = snapshot(workspace)
+    arguments = (
+        {"command": "touch ran.txt"}
+        if tool == "bash"
+        else {"path": "app.py", "old_text": "x = 1", "new_text": "x = 3"}
+    )
+    # First the gate is seen to work: the same call, not aborted, is asked about (declined).
+    live = Approver(False)
+    declined = run(call(tools(workspace, live), tool, arguments, signal=AbortController().signal))
+    assert len(live.requests) == 1 and "declined" in text_of(declined), (
+        f"{tool} with confirm= asks the approver once before it acts, and a 'no' is an error "
+        f"result that says declined: asked {len(live.requests)} times, got {text_of(declined)!r}"
+    )
+    controller = AbortController()
+    controller.abort("user pressed stop")  # the run was stopped before the call began
+    approver = Approver(False)
+    out = run(call(tools(workspace, approver), tool, arguments, signal=controller.signal))
+    first = "before anything is spawned" if tool == "bash" else "before the file is read"
+    assert approver.requests == [], (
+        f"invariant: a {tool} call whose signal is already aborted asks nobody: the run is "
+        f"over. Check the signal first ({first}), and ask the approver only after that"
+    )
+    assert out.is_error and "aborted" in text_of(out) and "declined" not in text_of(out), (
+        f"an already-aborted {tool} call says it was aborted (not declined): {text_of(out)!r}"
+    )
+    if tool == "bash":
+        assert isinstance(out.details, BashDetails) and out.details.aborted, (
+            "an already-aborted command reports BashDetails(aborted=True), with or without "
+            f"the confirmation gate. Got: {out.details!r}"
+        )
+    assert snapshot(workspace) == before, f"an aborted {tool} call changes nothing"
 
 
 def test_reading_never_asks_and_approve_all_lets_changes_through(workspace: Path) -> None:

@@ -7,6 +7,7 @@ region in the result. One registry is one session: it remembers what it read.
 
 from __future__ import annotations
 
+import errno
 import itertools
 import os
 import re
@@ -157,6 +158,77 @@ def test_two_sessions_do_not_share_what_they_read(workspace: Path, app: Path) ->
     refused(out, app, SOURCE.encode(), "Read")
 
 
+@pytest.mark.parametrize(
+    ("read_as", "changed_as", "tool"),
+    [
+        ("app.py", "link.py", "write"),
+        ("link.py", "app.py", "edit"),
+        ("link.py", "app.py", "write"),
+        ("app.py", "link.py", "edit"),
+    ],
+)
+def test_a_file_read_by_one_name_can_be_changed_by_another(
+    workspace: Path, app: Path, read_as: str, changed_as: str, tool: str
+) -> None:
+    os.symlink("app.py", workspace / "link.py")  # two names of one file
+    tools = session(workspace)
+    read(tools, read_as)
+    arguments = (
+        {"content": SOURCE.replace("result = 0", "result = 1")}
+        if tool == "write"
+        else {"old_text": "result = 0", "new_text": "result = 1"}
+    )
+    out = call_now(tools, tool, path=changed_as, **arguments)
+    assert not out.is_error, (
+        f"invariant: what the session read is remembered per file, by its canonical path "
+        f"(canonical_key), not by the name given: {read_as} and {changed_as} are one file, "
+        f"read through {read_as}, so {tool} through {changed_as} goes through. Look up and "
+        f"record the ledger under the key of the file's lane. Got: {text_of(out)!r}"
+    )
+    out = edit(tools, read_as, old_text="result = 1", new_text="result = 2")
+    assert not out.is_error, (
+        f"invariant: the session's own {tool} through {changed_as} counts as a read of the "
+        f"file, under every name of it: record what was written under canonical_key, so an "
+        f"edit through {read_as} right after it goes through. Got: {text_of(out)!r}"
+    )
+    assert app.read_text() == SOURCE.replace("result = 0", "result = 2")
+    assert (workspace / "link.py").is_symlink()
+
+
+def test_a_write_that_failed_does_not_count_as_read(
+    workspace: Path, app: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tools = session(workspace)
+    read(tools, "app.py")
+    failures: list[str] = []
+    replace, rename = os.replace, os.rename
+
+    def fail_once(renamer: Any) -> Any:
+        def renamed(*args: Any, **kwargs: Any) -> None:
+            if not failures:  # the disk is full for this one rename, then has room again
+                failures.append(str(args[0]))
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            renamer(*args, **kwargs)
+
+        return renamed
+
+    monkeypatch.setattr(os, "replace", fail_once(replace))
+    monkeypatch.setattr(os, "rename", fail_once(rename))
+    out = call_now(tools, "write", path="app.py", content="x = 1\n")
+    assert failures and out.is_error, (
+        f"the write renames its temp file over app.py (os.replace), which fails: {text_of(out)!r}"
+    )
+    assert app.read_bytes() == SOURCE.encode(), "a failed write leaves the file as it was"
+    out = edit(tools, "app.py", old_text="result = 0", new_text="result = 1")
+    assert not out.is_error, (
+        "invariant: only a write that happened counts as read. The write failed, so app.py "
+        "still holds what the session read, and an edit of it goes through: record the new "
+        "content in the ledger after the write succeeds, never before it. "
+        f"Got: {text_of(out)!r}"
+    )
+    assert app.read_text() == SOURCE.replace("result = 0", "result = 1")
+
+
 def test_an_abort_that_comes_after_the_read_still_stops_the_write(
     workspace: Path, app: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -263,11 +335,23 @@ def test_several_matches_without_replace_all_name_their_lines(workspace: Path, a
     )
 
 
-def test_a_line_number_prefix_gets_a_hint_to_drop_it(workspace: Path, app: Path) -> None:
+@pytest.mark.parametrize("line", [2, 1000, 10_000])
+def test_a_line_number_prefix_gets_a_hint_to_drop_it(workspace: Path, line: int) -> None:
+    path = workspace / "values.py"
+    data = "".join(f"    value_{n} = {n}\n" for n in range(1, 10_006)).encode()
+    path.write_bytes(data)
     tools = session(workspace)
-    read(tools, "app.py")
-    out = edit(tools, "app.py", old_text="   2│     result = 0", new_text="    result = 1")
-    refused(out, app, SOURCE.encode(), "edits[0]", "no match", "prefix")
+    copied = call_now(tools, "read", path="values.py", offset=line, limit=1)
+    assert not copied.is_error, text_of(copied)
+    old_text = text_of(copied).splitlines()[0]  # the line as read shows it, prefix and all
+    out = edit(tools, "values.py", old_text=old_text, new_text=f"    value_{line} = 0")
+    refused(out, path, data, "edits[0]", "no match")
+    assert "prefix" in text_of(out), (
+        f"invariant: old_text copied from read with its line-number prefix ({old_text!r}) "
+        "gets the hint to drop the prefix, whatever the number's width: from line 1000 on, "
+        "read's prefix has no space before the number ('1000│ '), so match any spaces, "
+        f"even none, before the digits. Got: {text_of(out)!r}"
+    )
 
 
 def test_a_line_number_prefix_on_a_later_line_gets_the_hint_too(workspace: Path, app: Path) -> None:
@@ -339,6 +423,25 @@ def test_an_edit_that_changes_nothing_is_refused_as_a_no_op(workspace: Path, app
     # Equal texts are a no-op whether or not old_text occurs: say so, not "no match".
     out = edit(tools, "app.py", old_text="result = 7", new_text="result = 7")
     refused(out, app, SOURCE.encode(), "edits[0]", "identical")
+
+
+@pytest.mark.parametrize(
+    ("old_text", "new_text"),
+    [("    return result", "  return result"), ("return result\n", "return result")],
+    ids=["indentation-only", "trailing-newline-only"],
+)
+def test_an_edit_of_whitespace_alone_is_not_identical(
+    workspace: Path, app: Path, old_text: str, new_text: str
+) -> None:
+    tools = session(workspace)
+    read(tools, "app.py")
+    out = edit(tools, "app.py", old_text=old_text, new_text=new_text)
+    assert not out.is_error, (
+        "invariant: old and new text are identical only when they are equal as given; text "
+        "that differs in indentation or in a final newline is a real edit. Compare them "
+        f"without strip() or any other normalisation of whitespace. Got: {text_of(out)!r}"
+    )
+    assert app.read_text() == SOURCE.replace(old_text, new_text)
 
 
 # ---------------------------------------------------------------- line endings and BOM

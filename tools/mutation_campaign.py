@@ -72,8 +72,7 @@ class Mutant:
 
     @property
     def function(self) -> str:
-        """mutmut's name of the mutated function: ``x_run_bash``, ``xǁMutationQueueǁrun``."""
-        return self.name.rsplit(".", 1)[-1].split("__mutmut_")[0]
+        return mutated_function(self.name)
 
 
 @dataclass
@@ -100,6 +99,11 @@ class StageReport:
 def dotted(module: str) -> str:
     """``src/picourse/coding_tools/read.py`` -> ``picourse.coding_tools.read``."""
     return module.removeprefix("src/").removesuffix(".py").replace("/", ".")
+
+
+def mutated_function(name: str) -> str:
+    """mutmut's name of a mutant's function: ``x_run_bash``, ``xǁMutationQueueǁrun``."""
+    return name.rsplit(".", 1)[-1].split("__mutmut_")[0]
 
 
 def function_patterns(names: list[str]) -> list[str]:
@@ -212,7 +216,7 @@ def collect(directory: Path, modules: list[str], functions: list[str] | None) ->
         module = next((m for p, m in by_prefix.items() if name.startswith(p)), None)
         if not name or module is None:
             continue
-        if not is_one_of(Mutant(name, module, status, "").function, functions):
+        if not is_one_of(mutated_function(name), functions):
             continue
         diff = mutmut(directory, "show", name) if status not in DETECTED else ""
         mutants.append(Mutant(name, module, status, diff))

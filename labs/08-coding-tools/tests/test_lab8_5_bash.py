@@ -86,6 +86,16 @@ def still_running(pid: int, script_name: str) -> bool:
     return alive and ours
 
 
+def family_still_running(workspace: Path, script_name: str) -> list[int]:
+    """The processes of family.pid that still run the script, after giving a process
+    SIGKILLed as the call ended a moment (up to 2 s) to die."""
+    family = [int(pid) for pid in (workspace / "family.pid").read_text().split()]
+    deadline = time.monotonic() + 2
+    while time.monotonic() < deadline and any(still_running(p, script_name) for p in family):
+        time.sleep(0.01)
+    return [pid for pid in family if still_running(pid, script_name)]
+
+
 def assert_gone(pid: int, script_name: str) -> None:
     assert not still_running(pid, script_name), (
         f"process {pid} ({script_name}) outlived the bash call: signal the whole process group "
@@ -462,6 +472,14 @@ def test_the_event_loop_keeps_running_during_the_grace(workspace: Path) -> None:
 START_TURNS = 50
 
 
+async def past_the_start() -> None:
+    """Let asyncio's start of a process finish before a test cancels the call: on a busy
+    machine the command's child can write its file before asyncio has connected the new
+    process's pipes, which takes a few turns of the event loop and no waiting."""
+    for _ in range(START_TURNS):
+        await asyncio.sleep(0)
+
+
 def test_a_cancelled_call_leaves_no_process_running(workspace: Path) -> None:
     # "; true" keeps bash running as the parent of the command's child and grandchild.
     command = script(workspace, "cancelled.py", FAMILY) + "; true"
@@ -478,11 +496,7 @@ def test_a_cancelled_call_leaves_no_process_running(workspace: Path) -> None:
             )
         )
         await wait_for_file(workspace / "family.pid", task)
-        # On a busy machine the command's child can write its file before asyncio has
-        # connected the new process's pipes, which takes a few turns of the event loop and
-        # no waiting: let those turns pass, so the cancellation comes after the start.
-        for _ in range(START_TURNS):
-            await asyncio.sleep(0)
+        await past_the_start()
         task.cancel()  # as when the agent loop around the call is torn down
         done, _ = await asyncio.wait({task}, timeout=10)
         return task, bool(done), "" if done else waiting_at(task), listeners()
@@ -494,12 +508,7 @@ def test_a_cancelled_call_leaves_no_process_running(workspace: Path) -> None:
     )
     if not task.cancelled():
         raise_task_failures(task)
-    family = [int(pid) for pid in (workspace / "family.pid").read_text().split()]
-    # A process SIGKILLed as the call ended may need a moment to die: wait for that, briefly.
-    deadline = time.monotonic() + 2
-    while time.monotonic() < deadline and any(still_running(p, "cancelled.py") for p in family):
-        time.sleep(0.01)
-    running = [pid for pid in family if still_running(pid, "cancelled.py")]
+    running = family_still_running(workspace, "cancelled.py")
     assert not running, (
         f"{OVER_TIME_LIMIT}processes {running} of the command still run 2 s after its call was "
         "cancelled: when the call's task is cancelled (the agent loop around it is torn "
@@ -563,11 +572,7 @@ def test_a_call_cancelled_while_bash_starts_still_ends_its_command(
         "cancellation, then kill the group), or the cancellation was caught and never passed "
         "on, so the call runs the command on (cancel the task again once the start is done)"
     )
-    family = [int(pid) for pid in (workspace / "family.pid").read_text().split()]
-    deadline = time.monotonic() + 2
-    while time.monotonic() < deadline and any(still_running(p, "starting.py") for p in family):
-        time.sleep(0.01)
-    running = [pid for pid in family if still_running(pid, "starting.py")]
+    running = family_still_running(workspace, "starting.py")
     assert not running, (
         f"{OVER_TIME_LIMIT}processes {running} of the command still run 2 s after its call was "
         "cancelled during the start: asyncio, cancelled while it starts a process, kills the "
@@ -669,8 +674,7 @@ def test_the_timer_is_removed_when_the_call_ends(
             controller.abort("user pressed Esc")
         out = None
         if ending == "cancel":
-            for _ in range(START_TURNS):  # after asyncio's start, as in the cancellation test
-                await asyncio.sleep(0)
+            await past_the_start()
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task

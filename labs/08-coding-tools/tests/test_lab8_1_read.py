@@ -159,6 +159,25 @@ def test_max_read_lines_caps_the_window_even_when_limit_is_larger(workspace: Pat
     assert text_of(out).endswith("[Showing lines 1-12 of 30; continue with offset=13]")
 
 
+@pytest.mark.parametrize("cap", ["limit", "max_read_lines"])
+def test_a_last_line_without_newline_counts_against_the_limit_too(
+    workspace: Path, cap: str
+) -> None:
+    (workspace / "f.txt").write_text("one\ntwo\nthree")  # no final newline
+    if cap == "limit":
+        out = call_now(tools(workspace), "read", path="f.txt", limit=2)
+    else:
+        out = call_now(tools(workspace, max_read_lines=2), "read", path="f.txt")
+    assert text_of(out) == numbered(["one", "two"]) + (
+        "\n\n[Showing lines 1-2 of 3; continue with offset=3]"
+    ), (
+        f"a window of 2 lines ({cap}=2) holds 2 lines: the last line, though it has no "
+        f"final newline, is a line like any other and waits for the next page. Got: "
+        f"{text_of(out)!r}"
+    )
+    assert out.details.end_line == 2 and out.details.truncated is True
+
+
 def test_the_byte_budget_includes_the_notice_and_shows_only_whole_lines(
     workspace: Path,
 ) -> None:

@@ -59,8 +59,12 @@ def test_a_name_that_only_starts_with_two_dots_is_inside(workspace: Path, name: 
         )
 
 
-@pytest.mark.parametrize("path", ["../outside/secret.txt", "sub/../../outside/secret.txt"])
+@pytest.mark.parametrize(
+    "path", ["../outside/secret.txt", "sub/../../outside/secret.txt", "..", "sub/../.."]
+)
 def test_dot_dot_out_of_the_workspace_is_refused(workspace: Path, outside: Path, path: str) -> None:
+    # ".." alone is the workspace's parent: outside, though os.path.relpath gives exactly
+    # "..", which does not start with "../".
     (workspace / "sub").mkdir()
     refused(call_now(create_coding_tools(workspace), "read", path=path), not_why="symlink")
 
@@ -135,14 +139,73 @@ def test_symlinks_that_stay_inside_are_allowed(workspace: Path) -> None:
     assert not out.is_error, "a symlink to a place inside the workspace must be allowed"
 
 
-def test_a_workspace_reached_through_a_symlink_still_works(tmp_path: Path) -> None:
-    real = tmp_path / "real-ws"
-    real.mkdir()
+@pytest.mark.parametrize("linked", ["the-workspace", "a-folder-above-it"])
+def test_a_workspace_reached_through_a_symlink_still_works(tmp_path: Path, linked: str) -> None:
+    if linked == "the-workspace":
+        real = tmp_path / "real-ws"
+        real.mkdir()
+        os.symlink(real, tmp_path / "ws-link")
+        given = tmp_path / "ws-link"
+    else:  # like /tmp -> /private/tmp on macOS: the workspace is no link, a folder above is
+        real = tmp_path / "real-parent" / "ws"
+        real.mkdir(parents=True)
+        os.symlink(tmp_path / "real-parent", tmp_path / "parent-link")
+        given = tmp_path / "parent-link" / "ws"
     (real / "a.txt").write_text("inside\n")
-    os.symlink(real, tmp_path / "ws-link")
-    out = call_now(create_coding_tools(tmp_path / "ws-link"), "read", path="a.txt")
-    assert not out.is_error, (
-        "when the workspace itself is a symlink, compare real paths on both sides"
+    for path in ("a.txt", str(given / "a.txt")):
+        out = call_now(create_coding_tools(given), "read", path=path)
+        assert not out.is_error and "inside" in text_of(out), (
+            f"a workspace reached through a symlink ({linked}) must work: compare real paths "
+            "on both sides, the workspace's always resolved with os.path.realpath (a symlink "
+            f"anywhere along it counts). Reading {path!r} got: {text_of(out)}"
+        )
+
+
+def test_the_filesystem_root_as_the_workspace_holds_every_path(workspace: Path) -> None:
+    (workspace / "a.txt").write_text("inside\n")
+    path = str(workspace / "a.txt")
+    assert resolve_path(CodingToolOptions(os.sep), path) == path, (
+        "with the workspace '/', every path is inside: compare whole components "
+        "(os.path.commonpath); a prefix of root + os.sep is '//' there and refuses everything"
+    )
+    out = call_now(create_coding_tools(os.sep), "read", path=path)
+    assert not out.is_error and "inside" in text_of(out), (
+        f"with the workspace '/', reading {path!r} must work, got: {text_of(out)}"
+    )
+
+
+def test_a_sibling_whose_name_differs_only_in_case_is_outside(workspace: Path) -> None:
+    sibling = workspace.parent / workspace.name.upper()
+    try:
+        sibling.mkdir()
+    except FileExistsError:  # a case-insensitive filesystem (macOS): the name alone is judged
+        pass
+    else:
+        (sibling / "secret.txt").write_text("TOP SECRET\n")
+    path = f"../{sibling.name}/secret.txt"
+    out = call_now(create_coding_tools(workspace), "read", path=path)
+    assert out.is_error, (
+        f"{path!r} names a sibling of the workspace: compare path components exactly, "
+        "never case-folded (on Linux WORKSPACE and workspace are two folders)"
+    )
+    refused(out, not_why="symlink")
+
+
+def test_a_workspace_that_does_not_exist_yet_raises_nothing(tmp_path: Path) -> None:
+    missing = tmp_path / "not-yet"
+    try:
+        resolved = resolve_path(CodingToolOptions(str(missing)), "new.txt")
+    except NotImplementedError:
+        raise  # an unfinished stage shows as itself
+    except Exception as error:
+        raise AssertionError(
+            f"a workspace that does not exist yet made the resolver raise {error!r}: raise "
+            "nothing but WorkspaceEscapeError (os.path.realpath without strict=True)"
+        ) from error
+    assert resolved == str(missing / "new.txt")
+    out = call_now(create_coding_tools(missing), "read", path="new.txt")
+    assert out.is_error and "escapes the workspace" not in text_of(out), (
+        f"reading from a workspace that does not exist is an error of its own: {text_of(out)}"
     )
 
 

@@ -87,6 +87,20 @@ def test_an_empty_new_text_deletes(workspace: Path, app: Path) -> None:
 
 
 @pytest.mark.parametrize(
+    ("old_text", "new_text"), [("\n\n", "\n"), ("    ", "\t")], ids=["blank-line", "indent"]
+)
+def test_an_old_text_of_whitespace_alone_is_an_edit_like_any_other(
+    workspace: Path, app: Path, old_text: str, new_text: str
+) -> None:
+    out = edit(workspace, old_text=old_text, new_text=new_text)
+    assert not out.is_error, (
+        f"old_text {old_text!r} is not empty: only '' is refused (never judge it after "
+        f"strip()); it occurs once and must be replaced. Got: {text_of(out)!r}"
+    )
+    assert app.read_text() == SOURCE.replace(old_text, new_text)
+
+
+@pytest.mark.parametrize(
     ("edits", "message"),
     [
         ([], "edits must not be empty"),

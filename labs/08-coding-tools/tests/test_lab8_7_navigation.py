@@ -249,18 +249,37 @@ def test_glob_patterns_mean_exactly_what_they_say(
     )
 
 
-def test_glob_matching_stays_fast_on_any_name(workspace: Path) -> None:
-    (workspace / ("a" * 90)).write_text("")
+# Each wrong translation is slow but finite here (seconds to a minute; a regular expression
+# cannot be stopped, and it holds the interpreter while it runs), the right one instant.
+SLOW_MATCHES = {
+    "stars-around-text": (
+        90,
+        "*a*a*a*a*a*a*b",
+        "the regular expression backtracks through every way to split the name among the "
+        "stars. Let a * followed by fixed text and another * take the first place that text "
+        "occurs, atomically, (?>[^/]*?a), as the handout says",
+    ),
+    "a-run-of-double-stars": (
+        250,
+        "**********b",
+        "five '**' in a row backtrack through every way to share the name among them. Count "
+        "a run of the same wildcard once, as the handout says: '**********' is one '**'",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(SLOW_MATCHES))
+def test_glob_matching_stays_fast_on_any_name(workspace: Path, case: str) -> None:
+    length, pattern, why = SLOW_MATCHES[case]
+    (workspace / ("a" * length)).write_text("")
     started = time.monotonic()
-    out = glob(workspace, "*a*a*a*a*a*a*b")
+    out = glob(workspace, pattern)
     took = time.monotonic() - started
     assert "No paths match" in text_of(out)
     # A bound on a hang, not a speed target: a linear match takes milliseconds here.
     assert took < HANG_BOUND_SECONDS, (
-        f"{OVER_TIME_LIMIT}glob took {took:.0f} s to find that no name of 90 a's matches "
-        "*a*a*a*a*a*a*b: the regular expression backtracks through every way to split the "
-        "name among the stars. Let a * followed by fixed text and another * take the first "
-        "place that text occurs, atomically, (?>[^/]*?a), as the handout says"
+        f"{OVER_TIME_LIMIT}glob took {took:.0f} s to find that no name of {length} a's "
+        f"matches {pattern}: {why}"
     )
 
 

@@ -80,6 +80,18 @@ def test_an_unread_file_cannot_be_edited_or_overwritten(workspace: Path, app: Pa
     assert not created.is_error, "a new file needs no read first"
 
 
+def test_an_unread_empty_file_cannot_be_overwritten_either(workspace: Path) -> None:
+    empty = workspace / "notes.txt"
+    empty.write_bytes(b"")
+    out = call_now(session(workspace), "write", path="notes.txt", content="overwritten\n")
+    assert out.is_error, (
+        "an empty file exists like any other: overwriting it unread must be refused (ask "
+        "whether the file exists, `old is not None`, never whether it has content). Got: "
+        f"{text_of(out)}"
+    )
+    refused(out, empty, b"", "notes.txt", "Read")
+
+
 def test_after_a_read_edits_in_a_row_work_because_own_writes_count(
     workspace: Path, app: Path
 ) -> None:

@@ -191,16 +191,23 @@ def test_a_sibling_whose_name_differs_only_in_case_is_outside(workspace: Path) -
     refused(out, not_why="symlink")
 
 
-def test_a_workspace_that_does_not_exist_yet_raises_nothing(tmp_path: Path) -> None:
-    missing = tmp_path / "not-yet"
+@pytest.mark.parametrize("above", ["a-folder", "a-symlinked-folder"])
+def test_a_workspace_that_does_not_exist_yet_raises_nothing(tmp_path: Path, above: str) -> None:
+    if above == "a-folder":
+        missing = tmp_path / "not-yet"
+    else:  # its real path differs from its name, though it is not there to be resolved
+        (tmp_path / "real-parent").mkdir()
+        os.symlink(tmp_path / "real-parent", tmp_path / "parent-link")
+        missing = tmp_path / "parent-link" / "not-yet"
     try:
         resolved = resolve_path(CodingToolOptions(str(missing)), "new.txt")
     except NotImplementedError:
         raise  # an unfinished stage shows as itself
     except Exception as error:
         raise AssertionError(
-            f"a workspace that does not exist yet made the resolver raise {error!r}: raise "
-            "nothing but WorkspaceEscapeError (os.path.realpath without strict=True)"
+            f"a workspace that does not exist yet ({above} above it) made the resolver raise "
+            f"{error!r}: raise nothing but WorkspaceEscapeError, and resolve the workspace "
+            "with os.path.realpath (without strict=True) whether or not it exists"
         ) from error
     assert resolved == str(missing / "new.txt")
     out = call_now(create_coding_tools(missing), "read", path="new.txt")

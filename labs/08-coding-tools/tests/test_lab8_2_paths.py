@@ -139,6 +139,14 @@ def test_symlinks_that_stay_inside_are_allowed(workspace: Path) -> None:
     assert not out.is_error, "a symlink to a place inside the workspace must be allowed"
 
 
+def under_a_symlinked_folder(tmp_path: Path, name: str) -> tuple[Path, Path]:
+    """``name`` in a real folder that is reached through a symlink: its real path, and the
+    path through the link (neither is made)."""
+    (tmp_path / "real-parent").mkdir()
+    os.symlink(tmp_path / "real-parent", tmp_path / "parent-link")
+    return tmp_path / "real-parent" / name, tmp_path / "parent-link" / name
+
+
 @pytest.mark.parametrize("linked", ["the-workspace", "a-folder-above-it"])
 def test_a_workspace_reached_through_a_symlink_still_works(tmp_path: Path, linked: str) -> None:
     if linked == "the-workspace":
@@ -147,10 +155,8 @@ def test_a_workspace_reached_through_a_symlink_still_works(tmp_path: Path, linke
         os.symlink(real, tmp_path / "ws-link")
         given = tmp_path / "ws-link"
     else:  # like /tmp -> /private/tmp on macOS: the workspace is no link, a folder above is
-        real = tmp_path / "real-parent" / "ws"
-        real.mkdir(parents=True)
-        os.symlink(tmp_path / "real-parent", tmp_path / "parent-link")
-        given = tmp_path / "parent-link" / "ws"
+        real, given = under_a_symlinked_folder(tmp_path, "ws")
+        real.mkdir()
     (real / "a.txt").write_text("inside\n")
     for path in ("a.txt", str(given / "a.txt")):
         out = call_now(create_coding_tools(given), "read", path=path)
@@ -196,9 +202,7 @@ def test_a_workspace_that_does_not_exist_yet_raises_nothing(tmp_path: Path, abov
     if above == "a-folder":
         missing = tmp_path / "not-yet"
     else:  # its real path differs from its name, though it is not there to be resolved
-        (tmp_path / "real-parent").mkdir()
-        os.symlink(tmp_path / "real-parent", tmp_path / "parent-link")
-        missing = tmp_path / "parent-link" / "not-yet"
+        _, missing = under_a_symlinked_folder(tmp_path, "not-yet")
     try:
         resolved = resolve_path(CodingToolOptions(str(missing)), "new.txt")
     except NotImplementedError:

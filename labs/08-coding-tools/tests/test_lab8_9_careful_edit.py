@@ -86,8 +86,7 @@ def test_an_unread_empty_file_cannot_be_overwritten_either(workspace: Path) -> N
     out = call_now(session(workspace), "write", path="notes.txt", content="overwritten\n")
     assert out.is_error, (
         "an empty file exists like any other: overwriting it unread must be refused (ask "
-        "whether the file exists, `old is not None`, never whether it has content). Got: "
-        f"{text_of(out)}"
+        f"whether the file exists, never whether it has content). Got: {text_of(out)}"
     )
     refused(out, empty, b"", "notes.txt", "Read")
 

@@ -40,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from coursekit import assemble_practice_dir, load_lab
 from coursekit.lab import Lab
 from coursekit.layout import COURSE_ROOT, solution_root
-from grader import GradeOptions, _grade, _sandbox, grade_submissions
+from grader import GradeOptions, _grade, _sandbox, _session, grade_submissions
 from grader._sandbox import Limits
 
 SAMPLES = COURSE_ROOT / "grader" / "examples" / "submissions"
@@ -130,7 +130,7 @@ class _Timer:
     def __init__(self) -> None:
         self.inside: dict[int, float] = {}
         self.outside: dict[str, float] = {}
-        self._saved = (_sandbox.run_tests, _grade._Session.grade, _grade._record)
+        self._saved = (_sandbox.run_tests, _session.GradingSession.grade, _grade._record)
 
     def __enter__(self) -> _Timer:
         run_tests, grade, record = self._saved
@@ -158,12 +158,12 @@ class _Timer:
             return written
 
         _sandbox.run_tests = timed_run
-        _grade._Session.grade = timed_grade  # type: ignore[method-assign, assignment]
+        _session.GradingSession.grade = timed_grade  # type: ignore[method-assign, assignment]
         _grade._record = timed_record
         return self
 
     def __exit__(self, *exc: object) -> None:
-        _sandbox.run_tests, _grade._Session.grade, _grade._record = self._saved  # type: ignore[method-assign]
+        _sandbox.run_tests, _session.GradingSession.grade, _grade._record = self._saved  # type: ignore[method-assign]
 
 
 def _kinds(lab: Lab, templates: Path) -> dict[str, Callable[[Path], None]]:

@@ -31,7 +31,15 @@ from pytest_timeout import PYTEST_FAILURE_MESSAGE as TEST_TIMEOUT
 
 from coursekit import load_lab
 from coursekit.layout import COURSE_ROOT, solution_root
-from grader import GradeOptions, _export, _grade, _sandbox, _starvation, grade_submissions
+from grader import (
+    GradeOptions,
+    _export,
+    _grade,
+    _sandbox,
+    _session,
+    _starvation,
+    grade_submissions,
+)
 from grader._intake import InvalidSubmission, Submission, lab_modules, survey
 from grader._sandbox._channel import MAX_RECORDS, read_lines
 from grader._store import ResultStore
@@ -443,8 +451,8 @@ def test_the_static_scan_never_runs_in_two_threads_at_once(monkeypatch: pytest.M
             met.append(False)
         return []
 
-    monkeypatch.setattr(_grade, "scan", scan)
-    threads = [threading.Thread(target=_grade._scan, args=({},)) for _ in range(2)]
+    monkeypatch.setattr(_session, "scan", scan)
+    threads = [threading.Thread(target=_session._scan, args=({},)) for _ in range(2)]
     for thread in threads:
         thread.start()
     for thread in threads:

@@ -191,6 +191,18 @@ def watch_opens(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
     return opens
 
 
+def opened_on_this_thread(opens: list[tuple[str, int]], folder: Path) -> list[str]:
+    """The names in or below ``folder`` (itself included) that ``watch_opens`` saw opened
+    on the calling thread, the event loop's in a test that ran the tool with ``run``."""
+    root = os.path.realpath(folder)
+    here = threading.get_ident()
+    return [
+        os.path.relpath(name, root)
+        for name, thread in opens
+        if thread == here and os.path.commonpath([os.path.realpath(name), root]) == root
+    ]
+
+
 _census_of: tuple[int, int] | None = None  # the file descriptors_on counts for, while it does
 
 
@@ -236,6 +248,35 @@ class AbortsOnceLookedAt(AbortSignal):
         self._look()
         if was:
             super().raise_if_aborted()
+
+
+def call_without_threads(
+    monkeypatch: pytest.MonkeyPatch, tools: ToolRegistry, name: str, **arguments: Any
+) -> ToolOutput:
+    """Call a tool while no thread can be started, as at the user's process limit (``ulimit
+    -u`` counts threads): ``threading`` raises ``RuntimeError: can't start new thread``.
+    ``threads.in_thread`` then runs the blocking call right there; ``asyncio.to_thread``
+    raises, after it has queued the call to run later."""
+
+    def refuse(thread: threading.Thread, *args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("can't start new thread")
+
+    async def without_threads() -> ToolOutput:
+        with monkeypatch.context() as patch:  # during the call only: the loop's own close
+            patch.setattr(threading.Thread, "start", refuse)
+            return await call(tools, name, arguments)
+
+    try:
+        return run(without_threads())
+    except NotImplementedError:
+        raise  # an unfinished stage shows as itself
+    except RuntimeError as error:
+        raise AssertionError(
+            f"invariant: no exception escapes a tool. With no thread to be had (the user's "
+            f"process limit counts threads), {name} raised {error!r}: run blocking work "
+            "through threads.in_thread, which then runs it right there; asyncio.to_thread "
+            "raises, and has already queued the call to run later, behind the tool's back"
+        ) from None
 
 
 def call_now(tools: ToolRegistry, name: str, **arguments: Any) -> ToolOutput:

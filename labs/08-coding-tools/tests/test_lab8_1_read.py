@@ -25,6 +25,7 @@ from lab_helpers import (
     AbortsOnceLookedAt,
     call,
     call_now,
+    call_without_threads,
     descriptors_on,
     end_or_release,
     play_fifo_writer,
@@ -264,12 +265,20 @@ def test_a_file_that_fills_the_budget_exactly_is_shown_whole(workspace: Path, co
     )
 
 
-def test_a_first_line_that_cannot_fit_is_an_error_not_a_cut_line(workspace: Path) -> None:
-    (workspace / "f.txt").write_text("short\n" + "x" * 500 + "\nafter\n")
+@pytest.mark.parametrize("ending", ["\n", ""], ids=["newline", "no-final-newline"])
+def test_a_first_line_that_cannot_fit_is_an_error_not_a_cut_line(
+    workspace: Path, ending: str
+) -> None:
+    (workspace / "f.txt").write_text("short\n" + "x" * 500 + "\nafter" + ending)
     registry = tools(workspace, max_read_bytes=200)
     first = call_now(registry, "read", path="f.txt")
-    assert first.details.end_line == 1, "the window must stop before a line that does not fit"
-    assert "continue with offset=2" in text_of(first)
+    assert text_of(first) == numbered(["short"]) + (
+        "\n\n[Showing lines 1-1 of 3; continue with offset=2]"
+    ), (
+        "the window must stop before a line that does not fit, and show nothing after it: "
+        "not the short last line either, with or without its final newline (a window never "
+        f"skips a line). Got: {text_of(first)!r}"
+    )
     out = call_now(registry, "read", path="f.txt", offset=2)
     assert out.is_error, "a line longer than the budget must never be returned cut in half"
     assert "too small to return a complete line starting at line 2" in text_of(out)
@@ -457,6 +466,17 @@ def test_read_opens_and_reads_the_file_in_a_worker_thread(
         "invariant: read opens and reads the file in a worker thread (threads.in_thread), "
         "never on the event loop's thread: a slow disk or a huge file would stop every "
         "other task of the loop, and the call's own abort, until the scan ends"
+    )
+
+
+def test_read_still_reads_when_no_thread_can_be_started(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (workspace / "f.txt").write_text("one\ntwo\n")
+    out = call_without_threads(monkeypatch, tools(workspace), "read", path="f.txt")
+    assert text_of(out) == numbered(["one", "two"]) and not out.is_error, (
+        "when no thread can be started, read still reads: open and read the file through "
+        f"threads.in_thread, which runs the scan right there then. Got: {text_of(out)!r}"
     )
 
 
@@ -700,10 +720,10 @@ def test_an_abort_during_the_scan_ends_the_read(workspace: Path) -> None:
     path = workspace / "sparse.log"
     with open(path, "wb") as file:  # text, then a hole of zeros: cheap on disk, slow to scan
         file.write(b"a line of text\n" * 1000)
-        file.truncate(768 * 2**20)
+        file.truncate(64 * 2**20)
 
     # The person presses stop right after read first looked at the signal: the scan of
-    # 768 MiB has started, or is about to.
+    # 64 MiB has started, or is about to.
     out = run(call(tools(workspace), "read", {"path": "sparse.log"}, signal=AbortsOnceLookedAt()))
     assert out.is_error and "aborted" in text_of(out), (
         "an abort while read scans a large file must end the read with an error saying "

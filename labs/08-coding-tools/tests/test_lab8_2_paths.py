@@ -109,6 +109,17 @@ def test_a_symlinked_file_pointing_out_is_refused(workspace: Path, outside: Path
     refused(call_now(create_coding_tools(workspace), "read", path="innocent.txt"), "symlink")
 
 
+def test_a_chain_of_symlinks_that_leads_out_is_refused(workspace: Path, outside: Path) -> None:
+    os.symlink(outside / "secret.txt", workspace / "last-hop.txt")
+    os.symlink("last-hop.txt", workspace / "first-hop.txt")  # a link to a link, inside
+    out = call_now(create_coding_tools(workspace), "read", path="first-hop.txt")
+    assert out.is_error, (
+        "first-hop.txt links to last-hop.txt, which leads out: follow every hop (the real "
+        "path, os.path.realpath), not only the first link (os.readlink)"
+    )
+    refused(out, "symlink")
+
+
 def test_a_symlinked_directory_pointing_out_is_refused(workspace: Path, outside: Path) -> None:
     os.symlink(outside, workspace / "docs")
     out = call_now(create_coding_tools(workspace), "read", path="docs/secret.txt")
@@ -165,6 +176,14 @@ def test_a_workspace_reached_through_a_symlink_still_works(tmp_path: Path, linke
             "on both sides, the workspace's always resolved with os.path.realpath (a symlink "
             f"anywhere along it counts). Reading {path!r} got: {text_of(out)}"
         )
+    # The lexical check judges a path against the workspace as given: an absolute path
+    # through the workspace's real path is outside it, though the file is the same.
+    out = call_now(create_coding_tools(given), "read", path=str(real / "a.txt"))
+    assert out.is_error, (
+        "the lexical check compares the joined path with the workspace as given, not with "
+        f"its real path: {str(real / 'a.txt')!r} does not lie under {str(given)!r}"
+    )
+    refused(out, not_why="symlink")
 
 
 def test_the_filesystem_root_as_the_workspace_holds_every_path(workspace: Path) -> None:
@@ -180,21 +199,43 @@ def test_the_filesystem_root_as_the_workspace_holds_every_path(workspace: Path) 
     )
 
 
-def test_a_sibling_whose_name_differs_only_in_case_is_outside(workspace: Path) -> None:
-    sibling = workspace.parent / workspace.name.upper()
+# The workspace "café" (é as one code point, NFC) and a sibling spelt otherwise.
+SIBLING_SPELLINGS = {"upper-case": "CAFÉ", "other-unicode-form": "cafe\u0301"}
+
+
+@pytest.mark.parametrize("spelling", list(SIBLING_SPELLINGS))
+def test_a_sibling_whose_name_is_spelt_otherwise_is_outside(tmp_path: Path, spelling: str) -> None:
+    workspace = tmp_path / "caf\u00e9"
+    workspace.mkdir()
+    sibling = tmp_path / SIBLING_SPELLINGS[spelling]
     try:
         sibling.mkdir()
-    except FileExistsError:  # a case-insensitive filesystem (macOS): the name alone is judged
-        pass
+    except FileExistsError:  # a filesystem that folds case or Unicode forms (macOS): the
+        pass  # name alone is judged
     else:
         (sibling / "secret.txt").write_text("TOP SECRET\n")
     path = f"../{sibling.name}/secret.txt"
     out = call_now(create_coding_tools(workspace), "read", path=path)
     assert out.is_error, (
         f"{path!r} names a sibling of the workspace: compare path components exactly, "
-        "never case-folded (on Linux WORKSPACE and workspace are two folders)"
+        "never case-folded or Unicode-normalised (on Linux CAFÉ, café and cafe+U+0301 are "
+        "three folders)"
     )
     refused(out, not_why="symlink")
+
+
+def test_each_check_sees_the_files_as_they_are_now(workspace: Path, outside: Path) -> None:
+    registry = create_coding_tools(workspace)
+    (workspace / "note.txt").write_text("inside\n")
+    assert not call_now(registry, "read", path="note.txt").is_error
+    (workspace / "note.txt").unlink()
+    os.symlink(outside / "secret.txt", workspace / "note.txt")
+    out = call_now(registry, "read", path="note.txt")
+    assert out.is_error, (
+        "note.txt was a file inside, and is now a symlink that leads out: resolve the real "
+        "path on every check, never from a cache of earlier verdicts or real paths"
+    )
+    refused(out, "symlink")
 
 
 @pytest.mark.parametrize("above", ["a-folder", "a-symlinked-folder"])

@@ -33,14 +33,17 @@ from lab_helpers import (
     OVER_TIME_LIMIT,
     call,
     call_now,
+    call_without_threads,
     fifo_target,
     finished_within,
+    opened_on_this_thread,
     raise_task_failures,
     run,
     snapshot,
     socket_target,
     text_of,
     utf8_len,
+    watch_opens,
 )
 from picourse.coding_tools import (
     DEFAULT_MUTATION_QUEUE,
@@ -155,6 +158,10 @@ def _written(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str
     return "a/b/c.txt", "héllo\n"  # 7 bytes in UTF-8
 
 
+def _written_by_a_loose_name(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str]:
+    return "./a//c.txt", "héllo\n"  # named as given, not as a/c.txt
+
+
 def _directory(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str]:
     (workspace / "docs").mkdir()
     return "docs", "x\n"
@@ -197,6 +204,7 @@ def _temp_gone(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, s
 
 WRITE_CASES: dict[str, Callable[[Path, pytest.MonkeyPatch], tuple[str, str]]] = {
     "written": _written,
+    "written-by-a-loose-name": _written_by_a_loose_name,
     "directory": _directory,
     "special-file": _special_file,
     "unencodable-content": _unencodable,
@@ -226,7 +234,7 @@ def test_every_write_result_names_the_file(
         f"invariant: the file is named as the model gave it ({path!r}), not as the absolute "
         f"path the tool made of it. Got: {message!r}"
     )
-    if case == "written":
+    if case.startswith("written"):
         assert not out.is_error, message
         assert re.search(rf"\b{utf8_len(content)}\b", message), (
             "invariant: a successful write says how many bytes it wrote (UTF-8 bytes), so "
@@ -507,21 +515,21 @@ def break_data_writes(directory: Path, monkeypatch: pytest.MonkeyPatch) -> list[
     return broken
 
 
-def _temp_gone_before_rename(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+def _temp_gone_before_rename(directory: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     for name in ("replace", "rename"):
         monkeypatch.setattr(os, name, _fail_by_removing_the_temp)
     return ["os.replace"]
 
 
-def _fsync_fails(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+def _fsync_fails(directory: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     for name in ("fsync", "fdatasync"):
         if hasattr(os, name):
             monkeypatch.setattr(os, name, _fail_to_sync)
     return ["os.fsync"]
 
 
-def _data_write_fails(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    return break_data_writes(workspace.resolve(), monkeypatch)
+def _data_write_fails(directory: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    return break_data_writes(directory.resolve(), monkeypatch)
 
 
 MIDWAY_FAULTS: dict[str, Callable[[Path, pytest.MonkeyPatch], list[str]]] = {
@@ -555,6 +563,54 @@ def test_a_write_that_fails_midway_is_an_error_result(
         f"invariant: no temp file survives a failure ({fault}), also when writing its data "
         "fails (a full disk): everything after creating the temp file, the data write "
         f"included, belongs in the try whose except removes it. Left: {left}"
+    )
+
+
+@pytest.mark.parametrize("fault", list(MIDWAY_FAULTS))
+def test_a_failed_write_keeps_the_empty_folder_that_was_there(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch, fault: str
+) -> None:
+    folder = workspace / "empty"
+    folder.mkdir()
+    MIDWAY_FAULTS[fault](folder, monkeypatch)
+    out = call_now(create_coding_tools(workspace), "write", path="empty/new.txt", content="x\n")
+    assert out.is_error, f"a write that fails midway ({fault}) is an error result: {text_of(out)!r}"
+    assert snapshot(workspace) == {"empty": "<dir>"}, (
+        "invariant: a failed write loses nothing and leaves no trace: its temp file goes, and "
+        "the folder empty/, which was there before the write, stays though it is empty. "
+        "Remove only folders the write itself created, never the target's folder as such"
+    )
+
+
+def test_write_does_its_file_work_in_a_worker_thread(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    opens = watch_opens(monkeypatch)
+    out = call_now(create_coding_tools(workspace), "write", path="f.txt", content="new\n")
+    assert not out.is_error, text_of(out)
+    assert any(Path(name).resolve().parent == workspace.resolve() for name, _ in opens), (
+        "write must create its temp file by name in the target's folder (the test sees "
+        "every open by name)"
+    )
+    on_the_loop = opened_on_this_thread(opens, workspace)
+    assert not on_the_loop, (
+        "invariant: write does its file work in a worker thread (threads.in_thread), never "
+        "on the event loop's thread: the temp file's creation, data and fsync, the rename "
+        "and the folder's fsync all block, and write_atomic waits for the folder's lock "
+        "while a writer in another event loop or process holds it; meanwhile every other "
+        f"task of the loop would stop. Opened on the loop's thread: {on_the_loop}"
+    )
+
+
+def test_write_still_writes_when_no_thread_can_be_started(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = call_without_threads(
+        monkeypatch, create_coding_tools(workspace), "write", path="f.txt", content="new\n"
+    )
+    assert not out.is_error and (workspace / "f.txt").read_text() == "new\n", (
+        "when no thread can be started, write still writes: run its file work through "
+        f"threads.in_thread, which runs it right there then. Got: {text_of(out)!r}"
     )
 
 
@@ -823,16 +879,24 @@ def test_a_cancelled_caller_keeps_the_lane_until_its_thread_ends() -> None:
     run(scenario())
 
 
-def test_different_keys_run_concurrently() -> None:
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [("a", "b"), ("/ws/notes.txt", "/ws/todo.txt"), ("/ws/f.txt", "/ws/f.txt.bak")],
+    ids=["two-keys", "two-files-of-one-folder", "a-name-and-a-longer-one"],
+)
+def test_different_keys_run_concurrently(first: str, second: str) -> None:
     async def scenario() -> None:
         queue = MutationQueue()
         log: list[str] = []
         held = asyncio.Event()  # never opened until b is done
-        a = asyncio.create_task(queue.run("a", lambda: gated(log, "a", held)))
+        a = asyncio.create_task(queue.run(first, lambda: gated(log, "a", held)))
         await asyncio.sleep(0)
         raise_task_failures(a)
-        failure = "an operation on key 'b' must not wait for key 'a' (it did not end within 5 s)"
-        assert await finished_within(queue.run("b", lambda: _done(log)), 5, failure) == "b"
+        failure = (
+            f"an operation on key {second!r} must not wait for key {first!r}: a lane per key "
+            "as given, never per folder or prefix (it did not end within 5 s)"
+        )
+        assert await finished_within(queue.run(second, lambda: _done(log)), 5, failure) == "b"
         assert log == ["a start", "b ran"], "b must run while a is still running"
         held.set()
         await a
@@ -1063,6 +1127,20 @@ def test_write_waits_for_an_operation_holding_its_lane(
     run(scenario())
 
 
+async def _write_then_release(
+    workspace: Path, content: str, reached: asyncio.Event, release: threading.Event
+) -> ToolOutput:
+    """Write shared.txt while another loop holds it; once the write reaches `reached` (or
+    ends, or 5 s pass), let the other loop's holder go on, then await the write."""
+    arguments = {"path": "shared.txt", "content": content}
+    writing = asyncio.create_task(call(create_coding_tools(workspace), "write", arguments))
+    waiting = asyncio.create_task(reached.wait())
+    await asyncio.wait({writing, waiting}, timeout=5, return_when=asyncio.FIRST_COMPLETED)
+    waiting.cancel()
+    release.set()
+    return await writing
+
+
 @pytest.mark.challenge
 def test_a_lane_held_in_another_event_loop_neither_breaks_nor_blocks_a_write(
     workspace: Path, monkeypatch: pytest.MonkeyPatch
@@ -1100,14 +1178,8 @@ def test_a_lane_held_in_another_event_loop_neither_breaks_nor_blocks_a_write(
         probe = QueueProbe().install(monkeypatch)
 
         async def write_here() -> ToolOutput:
-            entered = probe.arm()
-            arguments = {"path": "shared.txt", "content": "new\n"}
-            writing = asyncio.create_task(call(create_coding_tools(workspace), "write", arguments))
-            waiting = asyncio.create_task(entered.wait())
-            await asyncio.wait({writing, waiting}, timeout=5, return_when=asyncio.FIRST_COMPLETED)
-            waiting.cancel()
-            release.set()  # a queue that also orders across loops may go on now
-            return await writing
+            # A queue that also orders across loops may go on once the release is set.
+            return await _write_then_release(workspace, "new\n", probe.arm(), release)
 
         try:
             out = run(write_here())
@@ -1177,17 +1249,11 @@ def test_a_write_waits_for_a_writer_in_another_event_loop_to_rename(
         loop = asyncio.get_running_loop()
         at_lock = asyncio.Event()
         on_lock_attempt.append(lambda: loop.call_soon_threadsafe(at_lock.set))
-        arguments = {"path": "shared.txt", "content": "from this loop\n"}
-        writing = asyncio.create_task(call(create_coding_tools(workspace), "write", arguments))
-        waiting = asyncio.create_task(at_lock.wait())
         # Decided by events: the write here ends, or it tries the directory's flock. A lock
         # of another kind is not seen; then the 5 s only let it try first, and a write that
         # waits for the parked one passes whenever that is released.
-        await asyncio.wait({writing, waiting}, timeout=5, return_when=asyncio.FIRST_COMPLETED)
-        waiting.cancel()
-        release.set()
         try:
-            return await writing
+            return await _write_then_release(workspace, "from this loop\n", at_lock, release)
         finally:
             on_lock_attempt.clear()
 

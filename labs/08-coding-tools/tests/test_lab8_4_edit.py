@@ -16,13 +16,16 @@ from lab_helpers import (
     AbortsOnceLookedAt,
     call,
     call_now,
+    call_without_threads,
     end_or_release,
     fifo_target,
+    opened_on_this_thread,
     play_fifo_writer,
     raise_task_failures,
     run,
     snapshot,
     text_of,
+    watch_opens,
 )
 from picourse.abort import AbortController
 from picourse.coding_tools import DEFAULT_MUTATION_QUEUE, EditDetails, create_coding_tools
@@ -79,6 +82,22 @@ def test_a_batch_applies_in_order_and_later_edits_see_earlier_ones(
         "print(welcome('world'))\n"
     )
     assert out.details.edits == 3
+
+
+def test_an_edit_that_restates_its_text_applies_with_the_rest(workspace: Path, app: Path) -> None:
+    same = "def greet(name):"
+    out = edit(
+        workspace,
+        edits=[
+            {"old_text": same, "new_text": same},
+            {"old_text": "'world'", "new_text": "'class'"},
+        ],
+    )
+    assert not out.is_error and app.read_text() == SOURCE.replace("'world'", "'class'"), (
+        "the plain edit applies every exact replacement in order, also one whose new_text "
+        "equals its old_text (refusing that as 'identical' is Lab 8.9's careful edit, with "
+        f"careful_edits=True only). Got: {text_of(out)!r}"
+    )
 
 
 def test_an_empty_new_text_deletes(workspace: Path, app: Path) -> None:
@@ -210,15 +229,49 @@ def test_edit_commits_through_an_atomic_rename(workspace: Path, app: Path) -> No
     )
 
 
-def test_untouched_bytes_stay_exactly_as_they_were(workspace: Path) -> None:
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"first\r\nsecond \xc3\xa9\r\nthird\r\n",
+        b"first\nsecond\nthird",
+        b"first\nsecond  \t\n\n\n",
+        b"\xef\xbb\xbffirst\n\tsecond\x0c\r",
+    ],
+    ids=["crlf-endings", "no-final-newline", "blank-lines-and-spaces-at-the-end", "bom-tab-cr"],
+)
+def test_untouched_bytes_stay_exactly_as_they_were(workspace: Path, content: bytes) -> None:
     path = workspace / "app.py"
-    path.write_bytes(b"first\r\nsecond \xc3\xa9\r\nthird\r\n")
+    path.write_bytes(content)
     out = edit(workspace, old_text="second", new_text="2nd")
     assert not out.is_error, text_of(out)
-    assert path.read_bytes() == b"first\r\n2nd \xc3\xa9\r\nthird\r\n", (
-        "edit must not change line endings or anything outside its match (read bytes, decode "
-        "UTF-8 yourself; text mode turns \\r\\n into \\n)"
+    assert path.read_bytes() == content.replace(b"second", b"2nd"), (
+        "invariant: edit changes its matches and nothing else: no line endings converted, no "
+        "final newline added or trailing space stripped, no byte order mark dropped (read "
+        "bytes, decode UTF-8 yourself; text mode turns \\r\\n into \\n)"
     )
+
+
+@pytest.mark.parametrize(
+    "near_miss",
+    [
+        "  return 'hello ' + name  ",
+        "\nprint(greet('world'))\n\n",
+        "def greet(name):\n  return",
+        "DEF GREET(name)",
+        "def greet(name):\r\n",
+        "return 'hello '  + name",
+    ],
+    ids=["spaces-around", "newline-more", "other-indent", "case", "crlf-for-lf", "space-inside"],
+)
+def test_a_near_miss_is_no_match(workspace: Path, app: Path, near_miss: str) -> None:
+    before, inode = app.read_bytes(), app.stat().st_ino
+    out = edit(workspace, old_text=near_miss, new_text="x")
+    assert out.is_error and "no match" in text_of(out), (
+        f"invariant: old_text matches exactly or not at all. {near_miss!r} occurs nowhere in "
+        "the file, so the edit says 'no match': no stripping, no case folding, no loose "
+        f"whitespace or line endings (the model reads the file again). Got: {text_of(out)!r}"
+    )
+    unchanged(app, before, inode)
 
 
 def test_a_missing_file_is_an_error_that_suggests_write(workspace: Path) -> None:
@@ -325,6 +378,36 @@ def test_edit_reads_the_file_inside_its_lane(
         f"copy and loses the earlier change. Got: {text_of(out)}"
     )
     assert app.read_text() == SOURCE.replace("'hello '", "'hi '")
+
+
+def test_edit_does_its_file_work_in_a_worker_thread(
+    workspace: Path, app: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    opens = watch_opens(monkeypatch)
+    out = edit(workspace, old_text="'world'", new_text="'class'")
+    assert not out.is_error, text_of(out)
+    assert any(name.endswith("app.py") for name, _ in opens), (
+        "edit must open app.py by name (the test sees every open by name)"
+    )
+    on_the_loop = opened_on_this_thread(opens, workspace)
+    assert not on_the_loop, (
+        "invariant: edit does its file work in a worker thread (threads.in_thread), never "
+        "on the event loop's thread: opening and reading the file and write_atomic all "
+        "block, and write_atomic waits for the folder's lock while a writer in another "
+        "event loop or process holds it; meanwhile every other task of the loop would "
+        f"stop. Opened on the loop's thread: {on_the_loop}"
+    )
+
+
+def test_edit_still_edits_when_no_thread_can_be_started(
+    workspace: Path, app: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    arguments = {"path": "app.py", "old_text": "'world'", "new_text": "'class'"}
+    out = call_without_threads(monkeypatch, create_coding_tools(workspace), "edit", **arguments)
+    assert not out.is_error and app.read_text() == SOURCE.replace("'world'", "'class'"), (
+        "when no thread can be started, edit still edits: run its file work through "
+        f"threads.in_thread, which runs it right there then. Got: {text_of(out)!r}"
+    )
 
 
 def test_concurrent_edits_of_one_file_all_land(workspace: Path) -> None:

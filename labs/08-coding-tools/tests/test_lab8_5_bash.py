@@ -878,6 +878,17 @@ def test_output_that_is_not_utf8_still_fits_the_budget(workspace: Path) -> None:
     )
 
 
+def test_a_character_split_between_two_reads_is_kept_whole() -> None:
+    budget = OutputBudget(1000)
+    for chunk in (b"caf\xc3", b"\xa9 \xe2\x82", b"\xac\n"):  # pipe reads end anywhere
+        budget.add(chunk)
+    assert budget.render() == ("café €\n", False), (
+        "a pipe read may end inside a UTF-8 character, and the next one brings the rest: "
+        "keep bytes as they come and decode once, in render (decoding each chunk alone "
+        f"turns one character into two U+FFFD). Got: {budget.render()!r}"
+    )
+
+
 def test_the_budget_holds_at_most_limit_bytes_and_loses_none_of_them() -> None:
     budget = OutputBudget(1000)
     budget.add(b"x" * 999)
@@ -1047,6 +1058,7 @@ def test_the_guardrail_refuses_paths_outside_and_never_runs_them(
         "mkdir -p d && echo x > d/ok.txt && cp d/ok.txt ok.txt",
         "echo http://example.org > ok.txt",
         "echo x>ok.txt",
+        "echo x > ..notes && cp ..notes ok.txt",
     ],
 )
 def test_the_guardrail_allows_relative_paths(workspace: Path, command: str) -> None:

@@ -98,7 +98,8 @@ def test_the_model_is_asked_once_per_turn_and_sees_the_tools_and_results(
     project: Path,
 ) -> None:
     model = ScriptedModel(script())
-    run(run_coding_agent(model, str(project), TASK))
+    task = f"  {TASK}\n"  # as a person typed it: the model gets it exactly so
+    run(run_coding_agent(model, str(project), task))
     assert len(model.requests) == 4, "four scripted turns mean exactly four model requests"
     first = model.requests[0]
     assert [tool["name"] for tool in first.tools] == ["read", "write", "edit", "bash"]
@@ -110,8 +111,9 @@ def test_the_model_is_asked_once_per_turn_and_sees_the_tools_and_results(
             f"the system prompt must list each tool with its description; {tool['name']!r}'s "
             "is missing"
         )
-    assert first.messages == [user_message(TASK)], (
-        "the context holds the task as its only message; the prompt goes in system_prompt"
+    assert first.messages == [user_message(task)], (
+        "the context holds the task, exactly as given (not stripped), as its only message; "
+        "the prompt goes in system_prompt"
     )
     second = model.requests[1].messages
     assert isinstance(second[-1], ToolResultMessage) and "print('hello')" in second[-1].text, (
@@ -176,6 +178,47 @@ def test_max_steps_above_the_default_reaches_the_loop_unchanged(project: Path) -
     )
 
 
+def test_an_edit_needs_no_read_first(project: Path) -> None:
+    turns = [
+        assistant_message(
+            [ToolCall("e1", "edit", {"path": "greet.py", "old_text": "hello", "new_text": "hi"})],
+            "toolUse",
+        ),
+        assistant_message([text("Done.")], "stop"),
+    ]
+    result = run(run_coding_agent(ScriptedModel(turns), str(project), TASK))
+    edited = result.messages[2]
+    assert isinstance(edited, ToolResultMessage) and not edited.is_error, (
+        "run_coding_agent's tools are create_coding_tools(cwd, containment), nothing more: "
+        "an edit of a file the model has not read applies (careful edits are Lab 8.9's, "
+        "and off unless asked for). Got: "
+        + (edited.text if isinstance(edited, ToolResultMessage) else repr(edited))
+    )
+    assert (project / "greet.py").read_text() == "print('hi')\n"
+
+
+def test_a_workspace_that_does_not_exist_yet_still_runs(tmp_path: Path) -> None:
+    missing = tmp_path / "not-yet"
+    turns = [
+        assistant_message([ToolCall("b1", "bash", {"command": "pwd"})], "toolUse"),
+        assistant_message([text("Done.")], "stop"),
+    ]
+    try:
+        result = run(run_coding_agent(ScriptedModel(turns), str(missing), "Where am I?"))
+    except OSError as error:
+        raise AssertionError(
+            "a workspace that does not exist yet is no reason to raise: run the loop, and "
+            f"the tools answer with error results of their own (bash names it). Got {error!r}"
+        ) from None
+    answered = result.messages[2]
+    assert isinstance(answered, ToolResultMessage) and answered.is_error, (
+        "bash in a workspace that does not exist is an error result"
+    )
+    final = result.messages[-1]
+    assert "not-yet" in answered.text and isinstance(final, AssistantMessage), answered.text
+    assert final.text == "Done.", "the run goes on to the model's last turn"
+
+
 def test_workspace_containment_is_the_default(project: Path, outside: Path) -> None:
     turns = [
         assistant_message([ToolCall("r1", "read", {"path": "../outside/secret.txt"})], "toolUse"),
@@ -228,6 +271,31 @@ def test_the_system_prompt_names_the_workspace_by_its_normalised_absolute_path(
         f"the system prompt names the workspace {cwd!r} by its absolute path, normalised "
         f"(os.path.abspath(cwd)): {str(workspace)!r}, not {joined!r}, a name with '.' or '..' "
         "in it that a command cannot always follow"
+    )
+
+
+def test_the_system_prompt_names_a_folder_called_tilde_as_the_tools_do(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "~" / "proj").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    prompt = build_system_prompt("~/proj", create_coding_tools("~/proj"))
+    assert str(tmp_path / "~" / "proj") in prompt, (
+        "the tools take cwd '~/proj' as a folder named '~' (os.path.abspath expands nothing), "
+        "so the system prompt names that folder too, os.path.abspath(cwd): expanding '~' "
+        "would send the model to another directory than the one its tools work in"
+    )
+
+
+def test_the_system_prompt_names_a_workspace_under_home_by_its_absolute_path(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(workspace.parent))
+    prompt = build_system_prompt(str(workspace), create_coding_tools(workspace))
+    assert str(workspace) in prompt, (
+        "the system prompt names the workspace by its absolute path, also under the home "
+        "folder: never shortened to '~/...', which the tools do not expand (a path the "
+        "model copies from the prompt would name a folder called '~')"
     )
 
 

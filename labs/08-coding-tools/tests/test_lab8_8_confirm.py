@@ -111,6 +111,23 @@ def test_a_new_file_shows_an_all_added_diff_and_a_declined_one_is_not_created(
     ]
 
 
+def test_filling_an_empty_file_shows_a_change_not_a_new_file(workspace: Path) -> None:
+    (workspace / "empty.txt").write_text("")
+    approver = Approver(False)
+    call_now(tools(workspace, approver), "write", path="empty.txt", content="a\n")
+    (request,) = approver.requests
+    assert request.diff is not None and request.diff.splitlines() == [
+        "--- a/empty.txt",
+        "+++ b/empty.txt",
+        "@@ -0,0 +1 @@",
+        "+a",
+    ], (
+        "the file exists, though empty: its old side is a/empty.txt (only a file that does "
+        f"not exist, old None, is /dev/null; test old is None, not falsiness). Got: "
+        f"{request.diff!r}"
+    )
+
+
 @pytest.mark.parametrize("tool", ["write", "edit"])
 def test_identical_content_asks_nothing_and_writes_nothing(workspace: Path, tool: str) -> None:
     path = workspace / "same.txt"

@@ -486,11 +486,47 @@ def test_crlf_files_take_old_and_new_text_written_with_crlf_too(workspace: Path)
     )
 
 
-def test_a_utf8_bom_is_kept(workspace: Path) -> None:
-    bom = b"\xef\xbb\xbfname = 'caf\xc3\xa9'\r\nsize = 1\r\n"
-    assert edited_bytes(workspace, bom, "size = 1", "size = 2") == (
-        b"\xef\xbb\xbfname = 'caf\xc3\xa9'\r\nsize = 2\r\n"
-    ), "the BOM and the line endings are kept"
+# A file with a BOM, the edit's old and new text, the bytes after it, and why.
+BOM_CASES: dict[str, tuple[bytes, str, str, bytes, str]] = {
+    "an-edit-past-line-1": (
+        b"\xef\xbb\xbfname = 'caf\xc3\xa9'\r\nsize = 1\r\n",
+        "size = 1",
+        "size = 2",
+        b"\xef\xbb\xbfname = 'caf\xc3\xa9'\r\nsize = 2\r\n",
+        "the BOM and the line endings are kept",
+    ),
+    "an-edit-at-the-start": (
+        b"\xef\xbb\xbfname = 'caf\xc3\xa9'\r\nsize = 1\r\n",
+        "name = ",
+        "title = ",
+        b"\xef\xbb\xbftitle = 'caf\xc3\xa9'\r\nsize = 1\r\n",
+        "the BOM is no part of the text: strip it before matching, so old_text at the very "
+        "start of the file matches, and put it back in front when writing",
+    ),
+    "old-text-copied-from-read": (
+        b"\xef\xbb\xbfimport os\nprint(os.name)\n",
+        "\ufeffimport os",
+        "import sys",
+        b"\xef\xbb\xbfimport sys\nprint(os.name)\n",
+        "read shows the BOM as U+FEFF at the start of line 1, and a model copies it: in a "
+        "file with a BOM, drop a leading U+FEFF of old_text and new_text before matching, "
+        "and keep the BOM in front",
+    ),
+    "both-texts-copied-from-read": (
+        b"\xef\xbb\xbfimport os\nprint(os.name)\n",
+        "\ufeffimport os",
+        "\ufeffimport sys",
+        b"\xef\xbb\xbfimport sys\nprint(os.name)\n",
+        "a new_text that starts with U+FEFF in a file with a BOM brings no second BOM: drop "
+        "its leading U+FEFF too (the BOM is put back in front once)",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(BOM_CASES))
+def test_a_utf8_bom_is_kept(workspace: Path, case: str) -> None:
+    data, old_text, new_text, expected, why = BOM_CASES[case]
+    assert edited_bytes(workspace, data, old_text, new_text) == expected, why
 
 
 def test_a_file_with_mixed_endings_keeps_every_byte_outside_the_edit(workspace: Path) -> None:
@@ -656,6 +692,20 @@ def test_the_result_counts_a_leading_empty_line_and_shows_line_1(workspace: Path
         "invariant: the snippet numbers lines like read, an empty first line included (it is "
         "line 1, and context reaches it), and shows 3 lines of context around each edit: "
         f"{text_of(out)!r}"
+    )
+
+
+@pytest.mark.parametrize(("deleted", "shown"), [(10, span(7, 13)), (1, span(1, 4))])
+def test_a_deletion_shows_the_place_where_it_was_made(
+    workspace: Path, deleted: int, shown: list[int]
+) -> None:
+    tools = lines_file(workspace, "sixty.txt", SIXTY)
+    out = edit(tools, "sixty.txt", old_text=f"line {deleted}\n", new_text="")
+    assert not out.is_error, text_of(out)
+    assert numbered_lines(out) == shown, (
+        f"a deletion leaves no line of its own: the result shows the line now where line "
+        f"{deleted} was (numbered in the final text) with 3 lines of context on each side, "
+        f"no other line: {text_of(out)!r}"
     )
 
 

@@ -1,7 +1,9 @@
 """Lab 8.5 — collect a process's output within a byte budget.
 
-stdout and stderr feed one budget through ``add``. Keep at most ``limit`` bytes; the
-caller keeps reading both pipes past that (a child blocked on a full pipe never exits).
+stdout and stderr feed one budget through ``add``. Keep at most ``limit`` bytes, as bytes:
+a pipe read may end inside a UTF-8 character and the next one bring the rest, so decode
+once, in ``render``. The caller keeps reading both pipes past that (a child blocked on a
+full pipe never exits).
 ``render`` returns the text and whether it was truncated; truncated text ends with
 ``[output truncated]`` on a line of its own and, notice included, stays within
 ``limit - reserve`` UTF-8 bytes (a budget smaller than the notice gets the notice cut).

@@ -77,6 +77,8 @@ def apply_careful_edits(original: bytes, edits: list[Edit], path: str) -> Carefu
     spans: list[tuple[int, int]] = []  # where each edit's new text now lies
     for index, edit in enumerate(edits):
         old, new = edit.old_text, edit.new_text
+        if bom:  # read shows the BOM as U+FEFF at the start of line 1, and a model copies it
+            old, new = old.removeprefix("\ufeff"), new.removeprefix("\ufeff")
         if crlf:
             old, new = old.replace("\r\n", "\n"), new.replace("\r\n", "\n")
         text, spans = _apply_one(text, old, new, edit.replace_all, index, path, spans)

@@ -13,6 +13,7 @@ import pytest
 
 from lab_helpers import call_now, text_of
 from picourse.coding_tools import CodingToolOptions, WorkspaceEscapeError, create_coding_tools
+from picourse.coding_tools.containment import ensure_inside_workspace
 from picourse.coding_tools.paths import resolve_path
 from picourse.tool import ToolOutput
 
@@ -24,7 +25,8 @@ def refused(out: ToolOutput, why: str = "escapes the workspace", *, not_why: str
     # Judge the words, not the paths quoted in them: a test's directory is named after
     # the test and may contain the very word looked for.
     words = re.sub(r"\S*/\S*", "", text_of(out))
-    assert why in words, f"the refusal must say {why!r}, got: {text_of(out)}"
+    for required in dict.fromkeys(("escapes the workspace", why)):
+        assert required in words, f"the refusal must say {required!r}, got: {text_of(out)}"
     assert not not_why or not_why not in words, (
         f"the refusal must not say {not_why!r} here: no {not_why} is involved, and a wrong "
         f"reason misleads the model (check lexically first). Got: {text_of(out)}"
@@ -104,9 +106,13 @@ def test_a_sibling_that_shares_the_workspace_name_prefix_is_outside(
     refused(call_now(create_coding_tools(workspace), "read", path=path), not_why="symlink")
 
 
-def test_a_symlinked_file_pointing_out_is_refused(workspace: Path, outside: Path) -> None:
-    os.symlink(outside / "secret.txt", workspace / "innocent.txt")
-    refused(call_now(create_coding_tools(workspace), "read", path="innocent.txt"), "symlink")
+@pytest.mark.parametrize("name", ["innocent.txt", "notes ", " lead.txt"])
+def test_a_symlinked_file_pointing_out_is_refused(
+    workspace: Path, outside: Path, name: str
+) -> None:
+    # A name may begin or end with a space: judge the path as given, never stripped.
+    os.symlink(outside / "secret.txt", workspace / name)
+    refused(call_now(create_coding_tools(workspace), "read", path=name), "symlink")
 
 
 def test_a_chain_of_symlinks_that_leads_out_is_refused(workspace: Path, outside: Path) -> None:
@@ -184,6 +190,23 @@ def test_a_workspace_reached_through_a_symlink_still_works(tmp_path: Path, linke
         f"its real path: {str(real / 'a.txt')!r} does not lie under {str(given)!r}"
     )
     refused(out, not_why="symlink")
+
+
+def test_a_workspace_link_pointed_elsewhere_is_resolved_again(tmp_path: Path) -> None:
+    for name in ("first", "second"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "a.txt").write_text(f"{name}\n")
+    link = tmp_path / "ws-link"
+    os.symlink(tmp_path / "first", link)
+    registry = create_coding_tools(link)
+    assert "first" in text_of(call_now(registry, "read", path="a.txt"))
+    link.unlink()
+    os.symlink(tmp_path / "second", link)
+    out = call_now(registry, "read", path="a.txt")
+    assert not out.is_error and "second" in text_of(out), (
+        "the workspace's link now leads to another folder: resolve the workspace's real path "
+        f"on every check, never from a cache. Got: {text_of(out)!r}"
+    )
 
 
 def test_the_filesystem_root_as_the_workspace_holds_every_path(workspace: Path) -> None:
@@ -334,3 +357,11 @@ def test_a_symlink_loop_is_an_error_result_not_an_exception(workspace: Path, loo
     assert "escapes the workspace" not in text_of(out), (
         "a loop inside the workspace does not escape it; the error must say what is wrong"
     )
+    try:
+        ensure_inside_workspace(str(workspace), str(workspace / path))
+    except Exception as error:
+        raise AssertionError(
+            f"ensure_inside_workspace raised {error!r} for a symlink loop inside the "
+            "workspace: a loop is no escape, so the check raises nothing (the read that "
+            "follows reports it)"
+        ) from error

@@ -480,9 +480,13 @@ async def past_the_start() -> None:
         await asyncio.sleep(0)
 
 
-def test_a_cancelled_call_leaves_no_process_running(workspace: Path) -> None:
-    # "; true" keeps bash running as the parent of the command's child and grandchild.
-    command = script(workspace, "cancelled.py", FAMILY) + "; true"
+@pytest.mark.parametrize(
+    "flags", ["", " --ignore-term"], ids=["plain", "grandchild-ignores-sigterm"]
+)
+def test_a_cancelled_call_leaves_no_process_running(workspace: Path, flags: str) -> None:
+    # "; true" keeps bash running as the parent of the command's child and grandchild. A
+    # grandchild that ignores SIGTERM must die too: SIGTERM alone is no end.
+    command = script(workspace, "cancelled.py", FAMILY) + flags + "; true"
 
     async def scenario() -> tuple[asyncio.Task[ToolOutput], bool, str, int]:
         controller = AbortController()
@@ -889,6 +893,17 @@ def test_a_character_split_between_two_reads_is_kept_whole() -> None:
     )
 
 
+def test_a_notice_with_no_room_for_output_stands_alone() -> None:
+    budget = OutputBudget(100)
+    budget.add(b"x" * 200)
+    room = len("[output truncated]") + 1  # what the status left: the notice and one byte
+    assert budget.render(reserve=100 - room) == ("[output truncated]", True), (
+        "when the status leaves no room for any output, the text is the notice alone: never "
+        "an empty line before it (no separator when nothing is kept). Got: "
+        f"{budget.render(reserve=100 - room)!r}"
+    )
+
+
 def test_the_budget_holds_at_most_limit_bytes_and_loses_none_of_them() -> None:
     budget = OutputBudget(1000)
     budget.add(b"x" * 999)
@@ -1059,6 +1074,7 @@ def test_the_guardrail_refuses_paths_outside_and_never_runs_them(
         "echo http://example.org > ok.txt",
         "echo x>ok.txt",
         "echo x > ..notes && cp ..notes ok.txt",
+        "echo x > ~notes && cp ~notes ok.txt",
     ],
 )
 def test_the_guardrail_allows_relative_paths(workspace: Path, command: str) -> None:

@@ -138,6 +138,36 @@ def test_events_and_max_steps_are_passed_through(project: Path) -> None:
     ], "on_event must reach the loop"
 
 
+def test_max_steps_zero_reaches_the_loop_which_refuses_it(project: Path) -> None:
+    with pytest.raises(ValueError, match="max_steps must be at least 1"):
+        run(run_coding_agent(ScriptedModel(script()), str(project), TASK, max_steps=0))
+
+
+def test_an_exception_of_on_event_reaches_the_caller(project: Path) -> None:
+    def listener(event: AgentEvent) -> None:
+        raise RuntimeError("the listener failed")
+
+    try:
+        run(run_coding_agent(ScriptedModel(script()), str(project), TASK, on_event=listener))
+    except NotImplementedError:
+        raise  # an unfinished stage shows as itself
+    except RuntimeError as error:
+        assert str(error) == "the listener failed", f"another error reached the caller: {error!r}"
+    else:
+        raise AssertionError(
+            "an exception of on_event must reach the caller as the loop raises it: pass the "
+            "listener through unchanged, not wrapped in a try"
+        )
+
+
+def test_an_empty_task_is_sent_as_it_is(project: Path) -> None:
+    model = ScriptedModel([assistant_message([text("Nothing to do.")], "stop")])
+    run(run_coding_agent(model, str(project), ""))
+    assert model.requests[0].messages == [user_message("")], (
+        "the task, whatever it is (also empty), is the context's only message, unchanged"
+    )
+
+
 def test_a_run_is_bounded_to_50_steps_by_default(project: Path) -> None:
     endless = [
         assistant_message([ToolCall(f"r{n}", "read", {"path": "greet.py"})], "toolUse")
@@ -284,6 +314,19 @@ def test_the_system_prompt_names_a_folder_called_tilde_as_the_tools_do(
         "the tools take cwd '~/proj' as a folder named '~' (os.path.abspath expands nothing), "
         "so the system prompt names that folder too, os.path.abspath(cwd): expanding '~' "
         "would send the model to another directory than the one its tools work in"
+    )
+
+
+def test_the_system_prompt_names_an_odd_workspace_name_as_it_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    workspace = tmp_path / "odd\\name with 'quotes'"
+    workspace.mkdir()
+    monkeypatch.chdir(tmp_path)  # given relative, as the sibling tests give it
+    prompt = build_system_prompt(workspace.name, create_coding_tools(workspace.name))
+    assert str(workspace) in prompt, (
+        "the system prompt names the workspace as its absolute path, character for "
+        "character: no repr() or quoting that escapes a backslash or a quote"
     )
 
 

@@ -1,7 +1,8 @@
 """The wire between the judge and the host: length-prefixed JSON frames and a codec.
 
 Only data crosses: JSON values, bytes, paths, tuples, dicts, dataclasses of the pristine
-``picourse`` modules (rebuilt field by field on the other side, never unpickled), abort
+``picourse`` modules (rebuilt field by field on the other side, never unpickled), the
+runtime's ``ToolRegistry`` (its tools, rebuilt in a registry of the receiver's own), abort
 signals, exceptions by name and message, and references. A reference names an object
 that stays where it lives (a test's callback in the judge, a student's object in the
 host); calling it sends a message back to its owner.
@@ -152,6 +153,11 @@ class Codec:
         peer = self.proxy_id(value)
         if peer is not None:
             return {"t": "peer", "id": peer}
+        if type(value).__name__ == "ToolRegistry" and type(value) is self._registry_class():
+            # By value: a reference's synchronous methods (list, names, definitions) could
+            # only answer the peer's synchronous code with a future. The copy's tools call
+            # back here; a tool registered on the copy stays on that side.
+            return {"t": "registry", "v": [self.encode(tool) for tool in value.list()]}
         kind = self._known_base(type(value))
         if dataclasses.is_dataclass(value) and not isinstance(value, type) and kind is not None:
             fields = {
@@ -202,6 +208,8 @@ class Codec:
                 raise WireError(f"no object {data['id']} here") from None
         if tag == "dc":
             return self._rebuild(data)
+        if tag == "registry":
+            return self._rebuild_registry(data)
         if tag == "ref":
             return self.make_proxy(data)
         raise WireError(f"unknown tag {tag!r}")
@@ -219,6 +227,21 @@ class Codec:
         for name, field in given.items():
             object.__setattr__(value, name, self.decode(field))
         return value
+
+    def _registry_class(self) -> Any:
+        return self._class_named("picourse.tool", "ToolRegistry")
+
+    def _rebuild_registry(self, data: dict[str, Any]) -> Any:
+        registry, tool = self._registry_class(), self._class_named("picourse.tool", "Tool")
+        if registry is None or tool is None or not isinstance(data.get("v"), list):
+            raise WireError("a ToolRegistry cannot be rebuilt here")
+        tools = [self.decode(item) for item in data["v"]]
+        if not all(type(item) is tool for item in tools):
+            raise WireError("a ToolRegistry holds Tools only")
+        try:
+            return registry(tools)
+        except ValueError as error:  # two tools of one name
+            raise WireError(f"not a ToolRegistry: {error}") from None
 
     # ---------------------------------------------------------------- exceptions
     def encode_error(self, error: BaseException) -> dict[str, Any]:

@@ -627,3 +627,47 @@ def test_what_the_host_asks_the_judge_to_run_never_moves_a_test() -> None:
     reply = remote._callback_blocking(call)
     assert "error" in reply and "needs the student's objects" in reply["error"]["text"]
     assert needs_host.raised == before, "a callback the host asked for decided where a test runs"
+
+
+def test_a_tool_registry_crosses_by_value_so_synchronous_code_can_list_it(
+    tmp_path: Path,
+) -> None:
+    # build_system_prompt(cwd, create_coding_tools(ws)) graded in the judge: the registry is
+    # made there (registry.py is given) and handed to the student's function in the host.
+    # As a reference, its list() answered the student's synchronous code with a future, and
+    # an honest submission failed ('_asyncio.Future' object has no attribute 'name').
+    from grader._judge.host import _HostCodec
+    from grader._judge.remote import codec as judge
+    from picourse.coding_tools import create_coding_tools
+    from picourse.tool import ToolRegistry
+
+    made = create_coding_tools(tmp_path)
+    host = _HostCodec(set())
+    received = host.decode(json.loads(json.dumps(judge.encode(made))))
+    assert type(received) is ToolRegistry
+    assert received.names() == made.names() and received.definitions() == made.definitions()
+    assert all(type(tool.execute).__name__ == "_JudgeObject" for tool in received), (
+        "each tool's execute still runs in the judge, where the registry was made"
+    )
+    home = judge.decode(json.loads(json.dumps(host.encode(received))))
+    assert [tool.execute for tool in home] == [tool.execute for tool in made], (
+        "a registry sent back holds the judge's own functions again"
+    )
+
+
+@pytest.mark.parametrize(
+    "tools", [[1], "not a list", "twice"], ids=["not-a-tool", "not-a-list", "a-name-twice"]
+)
+def test_a_forged_tool_registry_is_a_wire_error(tools: Any) -> None:
+    from grader._judge.remote import codec as judge
+    from picourse.tool import Tool, object_schema
+
+    if tools == "twice":
+
+        async def run(params: Any, ctx: Any) -> Any:
+            return None
+
+        tool = judge.encode(Tool("read", "Read.", object_schema({}), run))
+        tools = [tool, tool]
+    with pytest.raises(WireError, match="ToolRegistry"):
+        judge.decode({"t": "registry", "v": tools})

@@ -12,7 +12,6 @@ import errno
 import itertools
 import mmap
 import os
-import threading
 import time
 import tracemalloc
 from collections.abc import Callable
@@ -28,6 +27,7 @@ from lab_helpers import (
     call_without_threads,
     descriptors_on,
     end_or_release,
+    opened_on_this_thread,
     play_fifo_writer,
     run,
     socket_target,
@@ -460,12 +460,15 @@ def test_read_opens_and_reads_the_file_in_a_worker_thread(
     opens = watch_opens(monkeypatch)
     out = call_now(registry, "read", path="threaded.txt")
     assert text_of(out) == numbered(["one", "two"])
-    openers = [thread for path, thread in opens if path.endswith("threaded.txt")]
-    assert openers, "read must open the file it reads (the test sees every open by name)"
-    assert threading.get_ident() not in openers, (
+    assert any(path.endswith("threaded.txt") for path, _ in opens), (
+        "read must open the file it reads (the test sees every open by name)"
+    )
+    on_the_loop = opened_on_this_thread(opens, workspace)
+    assert not on_the_loop, (
         "invariant: read opens and reads the file in a worker thread (threads.in_thread), "
         "never on the event loop's thread: a slow disk or a huge file would stop every "
-        "other task of the loop, and the call's own abort, until the scan ends"
+        "other task of the loop, and the call's own abort, until the scan ends. Opened on "
+        f"the loop's thread: {on_the_loop}"
     )
 
 

@@ -156,6 +156,15 @@ def test_symlinks_that_stay_inside_are_allowed(workspace: Path) -> None:
     assert not out.is_error, "a symlink to a place inside the workspace must be allowed"
 
 
+def reads_inside(workspace: str | Path, paths: tuple[str, ...], rule: str) -> None:
+    """Each of ``paths`` reads the file ``a.txt`` (``inside``) of ``workspace``."""
+    for path in paths:
+        out = call_now(create_coding_tools(workspace), "read", path=path)
+        assert not out.is_error and "inside" in text_of(out), (
+            f"{rule}. Reading {path!r} got: {text_of(out)}"
+        )
+
+
 def under_a_symlinked_folder(tmp_path: Path, name: str) -> tuple[Path, Path]:
     """``name`` in a real folder that is reached through a symlink: its real path, and the
     path through the link (neither is made)."""
@@ -175,13 +184,13 @@ def test_a_workspace_reached_through_a_symlink_still_works(tmp_path: Path, linke
         real, given = under_a_symlinked_folder(tmp_path, "ws")
         real.mkdir()
     (real / "a.txt").write_text("inside\n")
-    for path in ("a.txt", str(given / "a.txt")):
-        out = call_now(create_coding_tools(given), "read", path=path)
-        assert not out.is_error and "inside" in text_of(out), (
-            f"a workspace reached through a symlink ({linked}) must work: compare real paths "
-            "on both sides, the workspace's always resolved with os.path.realpath (a symlink "
-            f"anywhere along it counts). Reading {path!r} got: {text_of(out)}"
-        )
+    reads_inside(
+        given,
+        ("a.txt", str(given / "a.txt")),
+        f"a workspace reached through a symlink ({linked}) must work: compare real paths "
+        "on both sides, the workspace's always resolved with os.path.realpath (a symlink "
+        "anywhere along it counts)",
+    )
     # The lexical check judges a path against the workspace as given: an absolute path
     # through the workspace's real path is outside it, though the file is the same.
     out = call_now(create_coding_tools(given), "read", path=str(real / "a.txt"))
@@ -219,6 +228,30 @@ def test_the_filesystem_root_as_the_workspace_holds_every_path(workspace: Path) 
     out = call_now(create_coding_tools(os.sep), "read", path=path)
     assert not out.is_error and "inside" in text_of(out), (
         f"with the workspace '/', reading {path!r} must work, got: {text_of(out)}"
+    )
+
+
+# Other spellings of one workspace folder. POSIX leaves a leading "//" to the system; Linux
+# and macOS read it as "/", yet os.path.abspath keeps it and os.path.commonpath drops it.
+WORKSPACE_SPELLINGS = {
+    "trailing-slash": "{ws}/",
+    "trailing-dot": "{ws}/.",
+    "dot-dot-back-in": "{ws}/sub/..",
+    "leading-double-slash": "/{ws}",
+}
+
+
+@pytest.mark.parametrize("spelling", list(WORKSPACE_SPELLINGS))
+def test_any_spelling_of_the_workspace_holds_its_files(workspace: Path, spelling: str) -> None:
+    (workspace / "sub").mkdir()
+    (workspace / "a.txt").write_text("inside\n")
+    given = WORKSPACE_SPELLINGS[spelling].format(ws=workspace)
+    reads_inside(
+        given,
+        ("a.txt", str(workspace / "a.txt")),
+        f"the workspace spelt {given!r} ({spelling}) is the same folder: normalise both "
+        "sides the same way before comparing (os.path.commonpath of the workspace alone "
+        "is how commonpath spells it)",
     )
 
 

@@ -882,26 +882,36 @@ def test_output_that_is_not_utf8_still_fits_the_budget(workspace: Path) -> None:
     )
 
 
-def test_a_character_split_between_two_reads_is_kept_whole() -> None:
-    budget = OutputBudget(1000)
-    for chunk in (b"caf\xc3", b"\xa9 \xe2\x82", b"\xac\n"):  # pipe reads end anywhere
-        budget.add(chunk)
-    assert budget.render() == ("café €\n", False), (
-        "a pipe read may end inside a UTF-8 character, and the next one brings the rest: "
-        "keep bytes as they come and decode once, in render (decoding each chunk alone "
-        f"turns one character into two U+FFFD). Got: {budget.render()!r}"
-    )
-
-
-def test_a_notice_with_no_room_for_output_stands_alone() -> None:
-    budget = OutputBudget(100)
-    budget.add(b"x" * 200)
-    room = len("[output truncated]") + 1  # what the status left: the notice and one byte
-    assert budget.render(reserve=100 - room) == ("[output truncated]", True), (
+# OutputBudget.render's corner cases: the chunks added (as pipe reads bring them), the
+# budget's limit, render's reserve, what it must return, and the rule.
+_NOTICE_ALONE = len("[output truncated]") + 1  # what the status leaves: the notice, one byte
+RENDER_CASES = {
+    "a-character-split-between-reads": (
+        [b"caf\xc3", b"\xa9 \xe2\x82", b"\xac\n"],
+        (1000, 0),
+        ("café €\n", False),
+        "a pipe read may end inside a UTF-8 character, and the next one brings the rest: keep "
+        "bytes as they come and decode once, in render (decoding each chunk alone turns one "
+        "character into two U+FFFD)",
+    ),
+    "a-notice-with-no-room-for-output": (
+        [b"x" * 200],
+        (100, 100 - _NOTICE_ALONE),
+        ("[output truncated]", True),
         "when the status leaves no room for any output, the text is the notice alone: never "
-        "an empty line before it (no separator when nothing is kept). Got: "
-        f"{budget.render(reserve=100 - room)!r}"
-    )
+        "an empty line before it (no separator when nothing is kept)",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(RENDER_CASES))
+def test_render_in_a_corner(case: str) -> None:
+    chunks, (limit, reserve), expected, rule = RENDER_CASES[case]
+    budget = OutputBudget(limit)
+    for chunk in chunks:
+        budget.add(chunk)
+    got = budget.render(reserve=reserve)
+    assert got == expected, f"{rule}. Got: {got!r}"
 
 
 def test_the_budget_holds_at_most_limit_bytes_and_loses_none_of_them() -> None:

@@ -21,7 +21,9 @@ from picourse.coding_tools.errors import WorkspaceEscapeError
 
 def ensure_inside_workspace(workspace: str, target: str) -> None:
     """Raise ``WorkspaceEscapeError`` unless ``target`` stays inside ``workspace``."""
-    root = os.path.abspath(workspace)
+    # commonpath spells "//ws" as "/ws" (one folder on Linux and macOS; abspath keeps the
+    # two apart): spell the root its way too, so that _within compares like with like.
+    root = os.path.commonpath([os.path.abspath(workspace)])
     absolute = os.path.abspath(target)
     if not _within(absolute, root):
         raise WorkspaceEscapeError(

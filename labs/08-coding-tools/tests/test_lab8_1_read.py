@@ -472,6 +472,22 @@ def test_read_opens_and_reads_the_file_in_a_worker_thread(
     )
 
 
+@pytest.mark.parametrize(
+    ("path", "named"),
+    [("a\0b.txt", "NUL"), ("\udc80.txt", "surrogate")],
+    ids=["nul", "lone-surrogate"],
+)
+def test_a_path_no_system_call_can_take_is_an_error_result(
+    workspace: Path, path: str, named: str
+) -> None:
+    out = call_now(tools(workspace), "read", path=path)
+    assert out.is_error and named in text_of(out), (
+        f"invariant: no exception escapes a tool. A path with a {named} is no file name the "
+        "system can take: resolve_path (given) raises PathError for it, and read returns "
+        f"that as an error result naming the problem. Got: {text_of(out)!r}"
+    )
+
+
 def test_read_still_reads_when_no_thread_can_be_started(
     workspace: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

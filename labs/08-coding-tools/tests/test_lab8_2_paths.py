@@ -294,6 +294,15 @@ def test_each_check_sees_the_files_as_they_are_now(workspace: Path, outside: Pat
     refused(out, "symlink")
 
 
+def test_a_workspace_whose_name_ends_with_a_space_is_judged_as_given(tmp_path: Path) -> None:
+    spaced = tmp_path / "ws "
+    spaced.mkdir()
+    (tmp_path / "ws").mkdir()
+    ensure_inside_workspace(str(spaced), str(spaced / "a.txt"))
+    with pytest.raises(WorkspaceEscapeError, match="escapes the workspace"):
+        ensure_inside_workspace(str(spaced), str(tmp_path / "ws" / "a.txt"))
+
+
 @pytest.mark.parametrize("above", ["a-folder", "a-symlinked-folder"])
 def test_a_workspace_that_does_not_exist_yet_raises_nothing(tmp_path: Path, above: str) -> None:
     if above == "a-folder":

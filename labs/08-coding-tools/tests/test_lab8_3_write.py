@@ -34,6 +34,7 @@ from lab_helpers import (
     call,
     call_now,
     call_without_threads,
+    descriptors_on,
     fifo_target,
     finished_within,
     opened_on_this_thread,
@@ -582,6 +583,24 @@ def test_a_failed_write_keeps_the_empty_folder_that_was_there(
     )
 
 
+def test_a_write_leaves_no_descriptor_open_on_the_folder_or_the_file(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    registry = create_coding_tools(workspace)
+    for n in range(3):
+        out = call_now(registry, "write", path="f.txt", content=f"version {n}\n")
+        assert not out.is_error, text_of(out)
+    left = {
+        "the folder": descriptors_on(monkeypatch, workspace),
+        "the file": descriptors_on(monkeypatch, workspace / "f.txt"),
+    }
+    assert not any(left.values()), (
+        "invariant: a write closes every descriptor it opens, the folder's (opened for its "
+        "fsync after the rename) and the temp file's, on every path (try/finally): one "
+        f"leaked per write ends an agent's session at the process's limit. Still open: {left}"
+    )
+
+
 def test_write_does_its_file_work_in_a_worker_thread(
     workspace: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -881,8 +900,20 @@ def test_a_cancelled_caller_keeps_the_lane_until_its_thread_ends() -> None:
 
 @pytest.mark.parametrize(
     ("first", "second"),
-    [("a", "b"), ("/ws/notes.txt", "/ws/todo.txt"), ("/ws/f.txt", "/ws/f.txt.bak")],
-    ids=["two-keys", "two-files-of-one-folder", "a-name-and-a-longer-one"],
+    [
+        ("a", "b"),
+        ("/ws/notes.txt", "/ws/todo.txt"),
+        ("/ws/f.txt", "/ws/f.txt.bak"),
+        ("x", "./x"),
+        ("/ws/f.txt", "/ws//f.txt"),
+    ],
+    ids=[
+        "two-keys",
+        "two-files-of-one-folder",
+        "a-name-and-a-longer-one",
+        "a-name-and-its-dot-spelling",
+        "a-path-and-its-double-slash-spelling",
+    ],
 )
 def test_different_keys_run_concurrently(first: str, second: str) -> None:
     async def scenario() -> None:
@@ -894,7 +925,8 @@ def test_different_keys_run_concurrently(first: str, second: str) -> None:
         raise_task_failures(a)
         failure = (
             f"an operation on key {second!r} must not wait for key {first!r}: a lane per key "
-            "as given, never per folder or prefix (it did not end within 5 s)"
+            "as given, never per folder or prefix, and never a key the queue spells otherwise "
+            "itself (write and edit pass canonical_key; it did not end within 5 s)"
         )
         assert await finished_within(queue.run(second, lambda: _done(log)), 5, failure) == "b"
         assert log == ["a start", "b ran"], "b must run while a is still running"

@@ -480,6 +480,50 @@ async def past_the_start() -> None:
         await asyncio.sleep(0)
 
 
+def far_bash_call(
+    workspace: Path, command: str, controller: AbortController
+) -> asyncio.Task[ToolOutput]:
+    """The bash call of ``command`` as a task: its timeout far away, ``controller``'s signal."""
+    return asyncio.create_task(
+        call(
+            unrestricted(workspace, bash_timeout_ms=FAR_TIMEOUT_MS),
+            "bash",
+            {"command": command},
+            signal=controller.signal,
+        )
+    )
+
+
+async def cancel_and_wait(task: asyncio.Task[ToolOutput]) -> tuple[bool, str]:
+    """Cancel the call, as when the agent loop around it is torn down: whether it finished
+    within 10 s, and where it was waiting if not."""
+    task.cancel()
+    done, _ = await asyncio.wait({task}, timeout=10)
+    return bool(done), "" if done else waiting_at(task)
+
+
+def assert_ended_by_the_cancellation(
+    workspace: Path,
+    script_name: str,
+    outcome: tuple[asyncio.Task[ToolOutput], bool, str],
+    rule: str,
+) -> None:
+    """A cancelled call (``cancel_and_wait``'s outcome) ended, and left none of the
+    processes of family.pid running ``script_name``."""
+    task, finished, where = outcome
+    assert finished, (
+        f"{OVER_TIME_LIMIT}the call was cancelled and had not finished 10 s later (it was "
+        f"waiting at {where}): clean up (kill the group) and let the cancellation through"
+    )
+    if not task.cancelled():
+        raise_task_failures(task)
+    running = family_still_running(workspace, script_name)
+    assert not running, (
+        f"{OVER_TIME_LIMIT}processes {running} of the command still run 2 s after its call was "
+        f"cancelled: {rule}"
+    )
+
+
 @pytest.mark.parametrize(
     "flags", ["", " --ignore-term"], ids=["plain", "grandchild-ignores-sigterm"]
 )
@@ -491,37 +535,62 @@ def test_a_cancelled_call_leaves_no_process_running(workspace: Path, flags: str)
     async def scenario() -> tuple[asyncio.Task[ToolOutput], bool, str, int]:
         controller = AbortController()
         listeners = spy_on_listeners(controller.signal)
-        task = asyncio.create_task(
-            call(
-                unrestricted(workspace, bash_timeout_ms=FAR_TIMEOUT_MS),
-                "bash",
-                {"command": command},
-                signal=controller.signal,
-            )
-        )
+        task = far_bash_call(workspace, command, controller)
         await wait_for_file(workspace / "family.pid", task)
         await past_the_start()
-        task.cancel()  # as when the agent loop around the call is torn down
-        done, _ = await asyncio.wait({task}, timeout=10)
-        return task, bool(done), "" if done else waiting_at(task), listeners()
+        finished, where = await cancel_and_wait(task)
+        return task, finished, where, listeners()
 
     task, finished, where, listeners = run(scenario())
-    assert finished, (
-        f"{OVER_TIME_LIMIT}the call was cancelled and had not finished 10 s later (it was "
-        f"waiting at {where}): clean up (kill the group) and let the cancellation through"
-    )
-    if not task.cancelled():
-        raise_task_failures(task)
-    running = family_still_running(workspace, "cancelled.py")
-    assert not running, (
-        f"{OVER_TIME_LIMIT}processes {running} of the command still run 2 s after its call was "
-        "cancelled: when the call's task is cancelled (the agent loop around it is torn "
-        "down), kill the whole process group before the cancellation goes on (in a finally "
-        "block, or on asyncio.CancelledError): nothing the command started may outlive the call"
+    assert_ended_by_the_cancellation(
+        workspace,
+        "cancelled.py",
+        (task, finished, where),
+        "when the call's task is cancelled (the agent loop around it is torn down), kill the "
+        "whole process group before the cancellation goes on (in a finally block, or on "
+        "asyncio.CancelledError): nothing the command started may outlive the call",
     )
     assert listeners == 0, (
         "the abort listener is still registered after the call was cancelled: remove it on "
         "every path, cancellation included (in a finally block)"
+    )
+
+
+# A command that notes SIGTERM in a file and lives on: the grace after SIGTERM lasts, and
+# the test knows it has begun.
+NOTES_TERM = """
+    import os, signal, time
+    def noted(signum, frame):
+        with open("got-term", "w") as f:
+            f.write("term\\n")
+    signal.signal(signal.SIGTERM, noted)
+    with open("family.pid", "w") as f:
+        f.write(f"{os.getpid()}\\n")
+    for _ in range(1200):  # a leftover still ends by itself, in 2 minutes
+        time.sleep(0.1)
+"""
+
+
+def test_a_call_cancelled_during_the_grace_still_kills_the_group(workspace: Path) -> None:
+    command = script(workspace, "grace.py", NOTES_TERM) + "; true"
+
+    async def scenario() -> tuple[asyncio.Task[ToolOutput], bool, str]:
+        controller = AbortController()
+        task = far_bash_call(workspace, command, controller)
+        await wait_for_file(workspace / "family.pid", task)
+        await past_the_start()
+        controller.abort()
+        await wait_for_file(workspace / "got-term", task)  # the grace has begun
+        finished, where = await cancel_and_wait(task)
+        return task, finished, where
+
+    assert_ended_by_the_cancellation(
+        workspace,
+        "grace.py",
+        run(scenario()),
+        "it was cancelled during the grace after SIGTERM, and SIGTERM is no end: whatever the "
+        "call was waiting for, the group still gets its SIGKILL (mark it swept only after "
+        "the SIGKILL sweep)",
     )
 
 

@@ -289,12 +289,14 @@ def test_the_system_prompt_describes_the_registry_it_is_given(
         )
 
 
-@pytest.mark.parametrize("given", ["./{name}", "{name}/../{name}", "../{parent}/{name}"])
+@pytest.mark.parametrize(
+    "given", ["./{name}", "{name}/../{name}", "../{parent}/{name}", "{ws}/./sub/..", "{ws}//"]
+)
 def test_the_system_prompt_names_the_workspace_by_its_normalised_absolute_path(
     workspace: Path, monkeypatch: pytest.MonkeyPatch, given: str
 ) -> None:
     monkeypatch.chdir(workspace.parent)
-    cwd = given.format(name=workspace.name, parent=workspace.parent.name)
+    cwd = given.format(name=workspace.name, parent=workspace.parent.name, ws=workspace)
     prompt = build_system_prompt(cwd, create_coding_tools(workspace))
     joined = os.path.join(os.getcwd(), cwd)
     assert str(workspace) in prompt and joined not in prompt, (
@@ -420,6 +422,81 @@ def test_containment_is_passed_through(project: Path, outside: Path) -> None:
     shown = result.messages[2]
     assert isinstance(shown, ToolResultMessage) and "TOP SECRET" in shown.text, (
         "containment='unrestricted' must reach create_coding_tools"
+    )
+
+
+def test_a_run_with_an_aborted_signal_still_starts_and_ends_in_the_loop(project: Path) -> None:
+    aborted = AbortController()
+    aborted.abort()
+    events: list[AgentEvent] = []
+    model = ScriptedModel(script())
+    result = run(
+        run_coding_agent(model, str(project), TASK, signal=aborted.signal, on_event=events.append)
+    )
+    assert [e.type for e in events] == ["agent_start", "agent_end"], (
+        "a run whose signal has already fired still goes through run_agent_loop, which "
+        "reports agent_start and agent_end (a listener sees every run start and end): do "
+        f"not check the signal yourself and return early. Events: {[e.type for e in events]}"
+    )
+    assert result.reason == "aborted" and model.requests == []
+
+
+class Recorder(list[AgentEvent]):
+    """A listener object that is empty, and so false, until its first event."""
+
+    def __call__(self, event: AgentEvent) -> None:
+        self.append(event)
+
+
+def test_a_listener_that_is_false_still_hears_every_event(project: Path) -> None:
+    recorder = Recorder()
+    run(run_coding_agent(ScriptedModel(script()), str(project), TASK, on_event=recorder))
+    types = [event.type for event in recorder]
+    assert types[:1] == ["agent_start"] and types[-1:] == ["agent_end"], (
+        "on_event is any callable, also an object that is false while empty (a list with "
+        f"__call__): pass it on as it is; test 'is None', never its truth. Events: {types}"
+    )
+
+
+def test_each_run_gets_tools_of_its_own_containment(project: Path, outside: Path) -> None:
+    turns = [
+        assistant_message([ToolCall("r1", "read", {"path": "../outside/secret.txt"})], "toolUse"),
+        assistant_message([text("Read it.")], "stop"),
+    ]
+    shown = [
+        run(
+            run_coding_agent(ScriptedModel(turns), str(project), "Read.", containment=mode)
+        ).messages[2]
+        for mode in ("unrestricted", "workspace")
+    ]
+    texts = [m.text if isinstance(m, ToolResultMessage) else repr(m) for m in shown]
+    assert "TOP SECRET" in texts[0] and "escapes the workspace" in texts[1], (
+        "two runs on one folder, unrestricted and then in the workspace: the second must "
+        "refuse ../outside. Make the tools for each run (create_coding_tools(cwd, "
+        f"containment)), never keep them from an earlier run on the same folder. Got: {texts}"
+    )
+
+
+def test_the_tools_take_a_folder_called_tilde_as_the_prompt_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "home"
+    (home / "proj").mkdir(parents=True)
+    (tmp_path / "~" / "proj").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(tmp_path)
+    turns = [
+        assistant_message(
+            [ToolCall("w1", "write", {"path": "x.txt", "content": "x\n"})], "toolUse"
+        ),
+        assistant_message([text("Written.")], "stop"),
+    ]
+    run(run_coding_agent(ScriptedModel(turns), "~/proj", "Write x.txt."))
+    landed = (tmp_path / "~" / "proj" / "x.txt").exists(), (home / "proj" / "x.txt").exists()
+    assert landed == (True, False), (
+        "cwd '~/proj' is a folder named '~' for the tools too: root them at cwd as given "
+        "(create_coding_tools(cwd, ...)), never at os.path.expanduser(cwd), another folder "
+        f"than the one the prompt names. Written (under '~', under HOME): {landed}"
     )
 
 

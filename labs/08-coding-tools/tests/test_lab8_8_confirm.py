@@ -414,6 +414,26 @@ def test_a_file_changed_on_disk_while_the_person_decides_is_not_overwritten(
     )
 
 
+def test_a_new_file_created_while_the_person_decides_is_not_overwritten(
+    workspace: Path,
+) -> None:
+    path = workspace / "new.txt"
+
+    async def approver(request: ConfirmRequest) -> bool:
+        path.write_text("saved meanwhile\n")  # someone creates the file meanwhile
+        return True
+
+    out = call_now(tools(workspace, approver), "write", path="new.txt", content="mine\n")
+    assert path.read_text() == "saved meanwhile\n", (
+        "invariant: what was shown is what gets written. The diff showed a new file; one "
+        "that appeared while the person decided must not be overwritten: check right before "
+        "the write for a new file too (it must still not exist)"
+    )
+    assert out.is_error and "changed" in text_of(out) and "new.txt" in text_of(out), (
+        f"the refusal says the file changed and names it. Got: {text_of(out)!r}"
+    )
+
+
 def test_a_declined_edit_leaves_the_file_byte_for_byte(workspace: Path) -> None:
     path = workspace / "app.py"
     path.write_bytes(b"x = 1\r\ny = 2\r\n")

@@ -56,6 +56,10 @@ class _JudgeObject:
         self._judge_id = int(ref["id"])
         self._callable = bool(ref["callable"])
         self._methods: dict[str, bool] = dict(ref["methods"])
+        self._truth = bool(ref.get("truth", True))
+
+    def __bool__(self) -> bool:
+        return self._truth
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if not self._callable:

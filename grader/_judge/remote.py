@@ -307,6 +307,10 @@ class RemoteObject:
         self._methods: dict[str, bool] = dict(ref.get("methods", {}))
         self._call = remote_function({"ref": number}, bool(ref.get("async")), self._kind)
         self._callable = bool(ref.get("callable"))
+        self._truth = bool(ref.get("truth", True))
+
+    def __bool__(self) -> bool:
+        return self._truth
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if not self._callable:

@@ -98,7 +98,17 @@ def describe(value: Any) -> dict[str, Any]:
         "async": is_async(value),
         "methods": methods,
         "type": kind.__name__,
+        "truth": _truth(value),
     }
+
+
+def _truth(value: Any) -> bool:
+    """Its truth when sent: code on the other side may test it (``on_event or None`` keeps
+    a listener only if it is true, and an empty list with ``__call__`` is false)."""
+    try:
+        return bool(value)
+    except Exception:  # noqa: BLE001 - a __bool__ that fails: as an object without one
+        return True
 
 
 class Codec:
@@ -137,11 +147,13 @@ class Codec:
         for base in (bool, int, float, str):  # a subclass (an enum) travels as its base
             if isinstance(value, base):
                 return base(value)
-        if isinstance(value, list):
+        # A container that can be called (a list with __call__ as an event recorder) is
+        # behaviour, not only data: it crosses by reference, below, like any callable.
+        if isinstance(value, list) and not callable(value):
             return [self.encode(item) for item in value]
-        if isinstance(value, tuple) and not hasattr(value, "_fields"):
+        if isinstance(value, tuple) and not hasattr(value, "_fields") and not callable(value):
             return {"t": "tuple", "v": [self.encode(item) for item in value]}
-        if isinstance(value, dict):
+        if isinstance(value, dict) and not callable(value):
             return {"t": "dict", "v": [[self.encode(k), self.encode(v)] for k, v in value.items()]}
         if isinstance(value, (bytes, bytearray)):
             return {"t": "bytes", "v": base64.b64encode(bytes(value)).decode()}

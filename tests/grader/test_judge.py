@@ -108,6 +108,33 @@ def test_a_student_object_crosses_as_a_reference() -> None:
     assert encoded["t"] == "ref" and encoded["type"] == "_Details"
 
 
+class _Recorder(list[str]):
+    """A listener as a lab test writes one: a list that records the events it is called with."""
+
+    def __call__(self, event: str) -> None:
+        self.append(event)
+
+
+@pytest.mark.parametrize("kind", [list, _Recorder], ids=["plain-list", "callable-list"])
+def test_a_callable_container_crosses_as_a_reference_a_plain_one_as_data(kind: type) -> None:
+    # A recorder sent as a list arrived as a plain list, and the student's code could not
+    # call it: an honest run_coding_agent failed with "'list' object is not callable".
+    encoded = codec().encode(kind(["agent_start"]) if kind is list else kind())
+    if kind is list:
+        assert encoded == ["agent_start"]
+    else:
+        assert encoded["t"] == "ref" and encoded["callable"], encoded
+        assert encoded["truth"] is False, "an empty recorder is false on the other side too"
+        assert not host_proxy(encoded) and host_proxy({**encoded, "truth": True})
+
+
+def host_proxy(ref: dict[str, Any]) -> Any:
+    """The host's proxy of a judge object described by ``ref``."""
+    from grader._judge.host import _JudgeObject
+
+    return _JudgeObject(ref)
+
+
 @pytest.mark.parametrize(
     ("error", "expected"),
     [

@@ -352,9 +352,9 @@ def test_the_hosts_answers_never_decide_where_a_test_runs(
 ) -> None:
     row = graded["divert-by-wire"]
     # What its read_file really does (refuse `..`) earns the few 8.2 tests of it, no more:
-    # eight of 46 (`..` four ways, a sibling tried as `../name` in three, `..` out and back
+    # eight of 50 (`..` four ways, a sibling tried as `../name` in three, `..` out and back
     # in), of 15 points. A new 8.2 test that leaves through `..` raises this: count again.
-    assert float(row["total"]) <= round(15 * 8 / 46, 2) and float(row["bonus"]) == 0.0, (
+    assert float(row["total"]) <= round(15 * 8 / 50, 2) and float(row["bonus"]) == 0.0, (
         f"an answer of the host moved the judge's tests to the in-host run: {row}"
     )
 

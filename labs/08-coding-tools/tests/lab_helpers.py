@@ -388,3 +388,23 @@ def fifo_target(workspace: Path, link: str | None) -> tuple[Path, str]:
         return fifo, "pipe"
     os.symlink("pipe", workspace / link)
     return fifo, link
+
+
+def spy_on_listeners(signal: AbortSignal) -> Callable[[], int]:
+    """Count the signal's listeners that were added and not removed since."""
+    active: set[object] = set()
+    add = signal.add_listener
+
+    def add_and_track(callback: Callable[[], object]) -> Callable[[], None]:
+        token = object()
+        active.add(token)
+        remove = add(callback)
+
+        def remove_and_track() -> None:
+            active.discard(token)
+            remove()
+
+        return remove_and_track
+
+    signal.add_listener = add_and_track  # type: ignore[method-assign]
+    return lambda: len(active)

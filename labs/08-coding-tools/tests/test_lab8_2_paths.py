@@ -126,6 +126,31 @@ def test_a_chain_of_symlinks_that_leads_out_is_refused(workspace: Path, outside:
     refused(out, "symlink")
 
 
+def test_a_link_whose_target_climbs_through_another_link_is_followed_as_the_system_does(
+    workspace: Path, outside: Path
+) -> None:
+    # d -> outside/a/b, so d/.. is outside/a for the system, not the workspace (normpath of
+    # the link's text would say ws/x).
+    (outside / "a" / "b").mkdir(parents=True)
+    (outside / "a" / "x").write_text("TOP SECRET\n")
+    os.symlink(outside / "a" / "b", workspace / "d")
+    os.symlink("d/../x", workspace / "l")
+    refused(call_now(create_coding_tools(workspace), "read", path="l"), "symlink")
+
+
+@pytest.mark.parametrize("name", ["a\\b", "..\\x"])
+def test_a_backslash_is_part_of_a_name(workspace: Path, outside: Path, name: str) -> None:
+    os.symlink(outside / "secret.txt", workspace / name)
+    refused(call_now(create_coding_tools(workspace), "read", path=name), "symlink")
+
+
+def test_a_workspace_whose_name_is_not_utf8_is_compared_as_it_is(tmp_path: Path) -> None:
+    workspace = tmp_path / os.fsdecode(b"ws\xff")  # a name of bytes, as Linux allows
+    ensure_inside_workspace(str(workspace), str(workspace / "a.txt"))
+    with pytest.raises(WorkspaceEscapeError, match="escapes the workspace"):
+        ensure_inside_workspace(str(workspace), str(tmp_path / "a.txt"))
+
+
 def test_a_symlinked_directory_pointing_out_is_refused(workspace: Path, outside: Path) -> None:
     os.symlink(outside, workspace / "docs")
     out = call_now(create_coding_tools(workspace), "read", path="docs/secret.txt")

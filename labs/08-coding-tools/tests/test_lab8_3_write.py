@@ -355,10 +355,16 @@ def test_every_write_uses_a_fresh_temp_name(
 def test_a_new_file_gets_the_usual_mode(workspace: Path, umask: int) -> None:
     previous = os.umask(umask)
     try:
-        call_now(create_coding_tools(workspace), "write", path="new.txt", content="x\n")
+        call_now(create_coding_tools(workspace), "write", path="fresh/new.txt", content="x\n")
     finally:
         os.umask(previous)
-    mode = stat.S_IMODE((workspace / "new.txt").stat().st_mode)
+    folder = stat.S_IMODE((workspace / "fresh").stat().st_mode)
+    assert folder == 0o777 & ~umask, (
+        f"a missing folder gets 0o777 & ~umask, as mkdir gives it; with umask {umask:03o} "
+        f"expected {0o777 & ~umask:o}, got {folder:o}: os.makedirs(folder, exist_ok=True), "
+        "with no mode of your own"
+    )
+    mode = stat.S_IMODE((workspace / "fresh" / "new.txt").stat().st_mode)
     assert mode == 0o666 & ~umask, (
         f"invariant: a new file gets 0o666 & ~umask, as the shell's > gives it; with umask "
         f"{umask:03o} expected {0o666 & ~umask:o}, got {mode:o}. Create the temp file with "

@@ -410,6 +410,23 @@ def test_edit_still_edits_when_no_thread_can_be_started(
     )
 
 
+def test_each_edit_reads_the_file_as_it_is_now(workspace: Path) -> None:
+    path = workspace / "conf.py"
+    path.write_text("mode = 'fast'\n")
+    stamp = path.stat().st_mtime_ns
+    missed = edit(workspace, path="conf.py", old_text="'calm'", new_text="'done'")
+    assert missed.is_error, "'calm' is not in the file yet: no match"
+    with open(path, "r+") as same_file:  # same inode, same size, the mtime put back
+        same_file.write("mode = 'calm'\n")
+    os.utime(path, ns=(stamp, stamp))
+    out = edit(workspace, path="conf.py", old_text="'calm'", new_text="'done'")
+    assert not out.is_error and path.read_text() == "mode = 'done'\n", (
+        "invariant: each edit reads the file as it is now, inside its lane: never from a copy "
+        "kept by size and mtime (a change within one timestamp tick, or an mtime put back, "
+        f"keeps both). Got: {text_of(out)!r}, the file: {path.read_text()!r}"
+    )
+
+
 def test_concurrent_edits_of_one_file_all_land(workspace: Path) -> None:
     path = workspace / "app.py"
     path.write_text("".join(f"line {n}\n" for n in range(20)))

@@ -30,12 +30,13 @@ from lab_helpers import (
     call_now,
     raise_task_failures,
     run,
+    spy_on_listeners,
     text_of,
     utf8_len,
     wait_for_file,
     waiting_at,
 )
-from picourse.abort import AbortController, AbortSignal
+from picourse.abort import AbortController
 from picourse.coding_tools import BashDetails, create_coding_tools
 from picourse.coding_tools.output_budget import OutputBudget
 from picourse.tool import ToolOutput, ToolRegistry
@@ -169,26 +170,6 @@ def assert_each_got_sigterm(workspace: Path) -> None:
         "abort, send SIGTERM to the whole process group first (os.killpg), give it a short "
         "grace to exit, and only then SIGKILL what is left"
     )
-
-
-def spy_on_listeners(signal: AbortSignal) -> Callable[[], int]:
-    """Count the signal's listeners that were added and not removed since."""
-    active: set[object] = set()
-    add = signal.add_listener
-
-    def add_and_track(callback: Callable[[], object]) -> Callable[[], None]:
-        token = object()
-        active.add(token)
-        remove = add(callback)
-
-        def remove_and_track() -> None:
-            active.discard(token)
-            remove()
-
-        return remove_and_track
-
-    signal.add_listener = add_and_track  # type: ignore[method-assign]
-    return lambda: len(active)
 
 
 # A TERM handler that needs a moment to clean up (0.4 s), then records that it finished. A
@@ -1429,6 +1410,14 @@ def test_the_text_tells_a_timeout_and_its_length(workspace: Path) -> None:
     assert "timed out" in text_of(out) and any(
         length in text_of(out) for length in ("1.5s", "1.5 s", "1500 ms", "1500ms")
     ), f"the text must say that the command timed out, and after how long: {text_of(out)!r}"
+
+
+def test_output_of_only_whitespace_is_output(workspace: Path) -> None:
+    out = call_now(create_coding_tools(workspace), "bash", command="printf ' \\n'")
+    assert not out.is_error and text_of(out) == " \n", (
+        "a successful command's text is its output alone, also when that is only a space "
+        f"and a newline: only no output at all gives the status. Got: {text_of(out)!r}"
+    )
 
 
 def test_the_text_tells_an_abort(workspace: Path) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from lab_helpers import run
+from lab_helpers import run, spy_on_listeners
 from picourse.abort import AbortController
 from picourse.agent_loop import AgentEvent, AgentRun
 from picourse.coding_tools import build_system_prompt, create_coding_tools, run_coding_agent
@@ -477,13 +477,19 @@ def test_each_run_gets_tools_of_its_own_containment(project: Path, outside: Path
     )
 
 
-def test_the_tools_take_a_folder_called_tilde_as_the_prompt_does(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+# A folder named like a shell expansion, and the variable the expansion would use.
+EXPANSIONS = {"tilde": ("~", "HOME"), "variable": ("$PROJ", "PROJ")}
+
+
+@pytest.mark.parametrize("expansion", list(EXPANSIONS))
+def test_the_tools_take_a_folder_named_like_an_expansion_as_it_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, expansion: str
 ) -> None:
-    home = tmp_path / "home"
-    (home / "proj").mkdir(parents=True)
-    (tmp_path / "~" / "proj").mkdir(parents=True)
-    monkeypatch.setenv("HOME", str(home))
+    name, variable = EXPANSIONS[expansion]
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "proj").mkdir(parents=True)
+    (tmp_path / name / "proj").mkdir(parents=True)
+    monkeypatch.setenv(variable, str(elsewhere))
     monkeypatch.chdir(tmp_path)
     turns = [
         assistant_message(
@@ -491,12 +497,43 @@ def test_the_tools_take_a_folder_called_tilde_as_the_prompt_does(
         ),
         assistant_message([text("Written.")], "stop"),
     ]
-    run(run_coding_agent(ScriptedModel(turns), "~/proj", "Write x.txt."))
-    landed = (tmp_path / "~" / "proj" / "x.txt").exists(), (home / "proj" / "x.txt").exists()
-    assert landed == (True, False), (
-        "cwd '~/proj' is a folder named '~' for the tools too: root them at cwd as given "
-        "(create_coding_tools(cwd, ...)), never at os.path.expanduser(cwd), another folder "
-        f"than the one the prompt names. Written (under '~', under HOME): {landed}"
+    model = ScriptedModel(turns)
+    run(run_coding_agent(model, f"{name}/proj", "Write x.txt."))
+    landed = (tmp_path / name / "proj" / "x.txt").exists(), (elsewhere / "proj" / "x.txt").exists()
+    named = str(tmp_path / name / "proj") in (model.requests[0].system_prompt or "")
+    assert landed == (True, False) and named, (
+        f"cwd {name + '/proj'!r} is a folder named {name!r} for the tools and the prompt: root "
+        "the tools at cwd as given (create_coding_tools(cwd, ...)) and name os.path.abspath("
+        "cwd), never os.path.expanduser or os.path.expandvars of it, another folder. Written "
+        f"(under {name!r}, under ${variable}): {landed}; the prompt names it: {named}"
+    )
+
+
+def test_each_prompt_lists_the_registry_it_is_given_now(workspace: Path) -> None:
+    async def search(params: Any, ctx: Any) -> ToolOutput:
+        return ToolOutput.of_text("")
+
+    extra = Tool("find_in_files", "Search the files.", object_schema({}), search)
+    first = build_system_prompt(str(workspace), create_coding_tools(workspace))
+    second = build_system_prompt(
+        str(workspace), ToolRegistry([*create_coding_tools(workspace).list(), extra])
+    )
+    assert "find_in_files" not in first and "find_in_files" in second, (
+        "a second prompt for the same folder lists the tools of the registry given now: "
+        "build the text on every call, never kept from an earlier call for that folder"
+    )
+
+
+def test_a_run_leaves_no_listener_on_the_callers_signal(project: Path) -> None:
+    controller = AbortController()
+    listeners = spy_on_listeners(controller.signal)
+    result = run(
+        run_coding_agent(ScriptedModel(script()), str(project), TASK, signal=controller.signal)
+    )
+    assert result.reason == "stop" and listeners() == 0, (
+        f"{listeners()} listener(s) left on the caller's signal after the run: pass the "
+        "signal through unchanged (run_agent_loop and the tools remove what they add); a "
+        "relay of your own stays on the caller's signal for as long as it lives"
     )
 
 

@@ -408,3 +408,33 @@ def spy_on_listeners(signal: AbortSignal) -> Callable[[], int]:
 
     signal.add_listener = add_and_track  # type: ignore[method-assign]
     return lambda: len(active)
+
+
+def track_descriptors(monkeypatch: pytest.MonkeyPatch, folder: Path) -> Callable[[], list[str]]:
+    """Watch every descriptor ``os.open`` returns for a name in or below ``folder``; the
+    returned function names those still open on the same file. It patches the process the
+    tools run in: the grader runs such a test there."""
+    root = os.path.realpath(folder)
+    opened: list[tuple[int, tuple[int, int], str]] = []
+    real_open = os.open
+
+    def spy(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        fd = real_open(path, flags, *args, **kwargs)
+        name = os.path.realpath(os.fsdecode(path))
+        if os.path.commonpath([name, root]) == root:
+            status = os.fstat(fd)
+            opened.append((fd, (status.st_dev, status.st_ino), name))
+        return fd
+
+    monkeypatch.setattr(os, "open", spy)
+
+    def still_open() -> list[str]:
+        left = []
+        for fd, identity, name in opened:
+            with contextlib.suppress(OSError):  # closed: EBADF
+                status = os.fstat(fd)
+                if (status.st_dev, status.st_ino) == identity:
+                    left.append(os.path.relpath(name, root))
+        return left
+
+    return still_open

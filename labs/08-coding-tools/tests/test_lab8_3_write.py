@@ -43,6 +43,7 @@ from lab_helpers import (
     snapshot,
     socket_target,
     text_of,
+    track_descriptors,
     utf8_len,
     watch_opens,
 )
@@ -553,6 +554,7 @@ def test_a_write_that_fails_midway_is_an_error_result(
     target = workspace / "f.txt"
     target.write_text("old\n")
     armed = MIDWAY_FAULTS[fault](workspace, monkeypatch)
+    still_open = track_descriptors(monkeypatch, workspace)
     out = call_now(create_coding_tools(workspace), "write", path="f.txt", content="new\n")
     assert armed, (
         "the test makes writing the temp file's data fail through the descriptor of a file "
@@ -570,6 +572,10 @@ def test_a_write_that_fails_midway_is_an_error_result(
         f"invariant: no temp file survives a failure ({fault}), also when writing its data "
         "fails (a full disk): everything after creating the temp file, the data write "
         f"included, belongs in the try whose except removes it. Left: {left}"
+    )
+    assert not still_open(), (
+        f"invariant: a failed write ({fault}) closes what it opened: close the temp file's "
+        f"descriptor in a finally, not only on success. Still open: {still_open()}"
     )
 
 
@@ -1666,8 +1672,10 @@ def test_temp_files_of_killed_writers_are_removed(
         crashed.communicate()
         stale = {p.name for p in workspace.iterdir()} - leaked
         assert stale, "the killed writer left no temp file in the target's directory"
-        # Many other files: a cleanup must look at every entry, whatever the order.
+        # Many other files: a cleanup must look at every entry, whatever the order. Some only
+        # contain a dead writer's temp name: they are the user's, not temp files.
         others = {f"note{n:02d}.txt" for n in range(40)}
+        others |= {f"{name}.bak" for name in stale} | {f"copy of {name}" for name in stale}
         for name in others:
             (workspace / name).write_text("keep\n")
         if not removable:  # another user's temp file in a shared (sticky) directory
@@ -1702,6 +1710,11 @@ def test_temp_files_of_killed_writers_are_removed(
         assert present - leaked - others - stale == {"f.txt"}, (
             f"no temp file of this write may be left behind, found {sorted(present)}"
         )
+        assert others <= present, (
+            "invariant: only temp files are removed, by their whole name: a user's file whose "
+            "name merely contains a dead writer's temp name (a backup of it, a copy) stays. "
+            f"Match the whole name (re.fullmatch), never re.search. Gone: {others - present}"
+        )
         assert leaked <= present, (
             "invariant: only temp files of dead writers are removed; the live writer's temp "
             "file must stay (os.kill(pid, 0) succeeds for a live process, and raises "
@@ -1720,6 +1733,27 @@ def test_temp_files_of_killed_writers_are_removed(
     assert live.returncode == 0, (
         "invariant: looking for dead writers never disturbs a live process: os.kill(pid, 0) "
         f"only asks; the live writer ended with {live.returncode}: {errors}"
+    )
+
+
+def test_a_write_through_a_symlinked_file_makes_its_temp_file_beside_the_real_file(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (workspace / "sub").mkdir()
+    (workspace / "sub" / "real.txt").write_text("old\n")
+    os.symlink("sub/real.txt", workspace / "link.txt")
+    opens = watch_opens(monkeypatch)
+    out = call_now(create_coding_tools(workspace), "write", path="link.txt", content="new\n")
+    assert not out.is_error and (workspace / "sub" / "real.txt").read_text() == "new\n"
+    beside_the_link = [
+        name
+        for name, _ in opens
+        if Path(name).parent == workspace and Path(name).name not in ("link.txt", "sub")
+    ]
+    assert not beside_the_link and (workspace / "link.txt").is_symlink(), (
+        "a write through a symlinked file makes its temp file in the real file's folder "
+        "(the directory of os.path.realpath(target)), not beside the link: a rename is "
+        f"atomic only within one folder's filesystem. Opened beside the link: {beside_the_link}"
     )
 
 

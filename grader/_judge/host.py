@@ -21,7 +21,7 @@ import sys
 import threading
 from typing import Any
 
-from .wire import Codec, WireError, pack, read_frame
+from .wire import Codec, Proxy, WireError, pack, read_frame
 
 _connection: contextvars.ContextVar[_Connection] = contextvars.ContextVar("grader_connection")
 
@@ -49,7 +49,7 @@ class _HostCodec(Codec):
         return _connection.get().signal(int(data["id"]), bool(data["aborted"]), data["reason"])
 
 
-class _JudgeObject:
+class _JudgeObject(Proxy):
     """An object of the judge: calling it (or one of its methods) asks the judge."""
 
     def __init__(self, ref: dict[str, Any]) -> None:
@@ -57,9 +57,6 @@ class _JudgeObject:
         self._callable = bool(ref["callable"])
         self._methods: dict[str, bool] = dict(ref["methods"])
         self._truth = bool(ref.get("truth", True))
-
-    def __bool__(self) -> bool:
-        return self._truth
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if not self._callable:

@@ -19,7 +19,7 @@ from typing import Any
 
 from .host_process import host, settings
 from .needs_host import NeedsHost, for_the_host
-from .wire import Codec, WireError, is_async, pack, read_frame, recv_frame
+from .wire import Codec, Proxy, WireError, is_async, pack, read_frame, recv_frame
 
 _sending: contextvars.ContextVar[tuple[Any, list[Any]] | None] = contextvars.ContextVar(
     "grader_sending", default=None
@@ -298,7 +298,7 @@ def remote_function(target: dict[str, Any], is_async: bool, name: str) -> Any:
     return call
 
 
-class RemoteObject:
+class RemoteObject(Proxy):
     """An object of the student's code: its methods run in the host."""
 
     def __init__(self, number: int, ref: dict[str, Any]) -> None:
@@ -308,9 +308,6 @@ class RemoteObject:
         self._call = remote_function({"ref": number}, bool(ref.get("async")), self._kind)
         self._callable = bool(ref.get("callable"))
         self._truth = bool(ref.get("truth", True))
-
-    def __bool__(self) -> bool:
-        return self._truth
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if not self._callable:

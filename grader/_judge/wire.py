@@ -111,6 +111,16 @@ def _truth(value: Any) -> bool:
         return True
 
 
+class Proxy:
+    """Either side's stand-in for an object of the peer: true or false as that object was
+    when it was sent (``describe``)."""
+
+    _truth = True
+
+    def __bool__(self) -> bool:
+        return self._truth
+
+
 class Codec:
     """Turns values into JSON trees and back for one side of the wire.
 
@@ -149,11 +159,12 @@ class Codec:
                 return base(value)
         # A container that can be called (a list with __call__ as an event recorder) is
         # behaviour, not only data: it crosses by reference, below, like any callable.
-        if isinstance(value, list) and not callable(value):
+        data = not callable(value)
+        if isinstance(value, list) and data:
             return [self.encode(item) for item in value]
-        if isinstance(value, tuple) and not hasattr(value, "_fields") and not callable(value):
+        if isinstance(value, tuple) and not hasattr(value, "_fields") and data:
             return {"t": "tuple", "v": [self.encode(item) for item in value]}
-        if isinstance(value, dict) and not callable(value):
+        if isinstance(value, dict) and data:
             return {"t": "dict", "v": [[self.encode(k), self.encode(v)] for k, v in value.items()]}
         if isinstance(value, (bytes, bytearray)):
             return {"t": "bytes", "v": base64.b64encode(bytes(value)).decode()}

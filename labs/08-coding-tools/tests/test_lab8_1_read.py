@@ -642,19 +642,24 @@ _SET_BACK = "the mtime was set back to 2001 (os.utime, as touch -d or tar -x do)
 
 
 @pytest.mark.parametrize(
-    ("later_ns", "set_back"),
-    [(0, False), (1_000, False), (0, True)],
-    ids=["at-the-change", "1us-after", "mtime-set-back"],
+    ("later_ns", "set_back", "next_read_ns"),
+    [(0, False, 0), (1_000, False, 0), (0, True, 0), (0, False, 60 * 10**9)],
+    ids=["at-the-change", "1us-after", "mtime-set-back", "next-read-a-minute-later"],
 )
 def test_a_file_changed_as_its_read_starts_is_not_remembered(
-    workspace: Path, monkeypatch: pytest.MonkeyPatch, later_ns: int, set_back: bool
+    workspace: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    later_ns: int,
+    set_back: bool,
+    next_read_ns: int,
 ) -> None:
     # A file can change again within the timestamp tick of its last change and keep its
     # size and times. Writing through a shared memory map to pages already written does
     # the same (on Linux the times change only when a clean page is first written). The
     # clock here reads the moment of the file's last change, or 1 microsecond later (far
     # less than any timestamp tick): nothing read of it now may be trusted later, since the
-    # next change may leave no trace in os.stat.
+    # next change may leave no trace in os.stat. "next-read-a-minute-later": the next read
+    # comes when the file looks settled, which says nothing of what the first read saw.
     path = workspace / "log.txt"
     lines = [f"{n:07d} ".ljust(99, "c") for n in range(1, (5 << 18) // 100)]
     path.write_text("\n".join(lines) + "\n")
@@ -674,6 +679,9 @@ def test_a_file_changed_as_its_read_starts_is_not_remembered(
             mapped[at] = ord("\n")  # more lines, the same size
         now = mapped[:].decode().split("\n")[:-1]
         offset = len(now) - 5
+        if next_read_ns:
+            monkeypatch.setattr(time, "time_ns", lambda: stamp + next_read_ns)
+            monkeypatch.setattr(time, "time", lambda: (stamp + next_read_ns) / 10**9)
         after = call_now(registry, "read", path="log.txt", offset=offset, limit=2)
     assert (text_of(after), after.details) == fresh_read(path, now, offset, 2, 48_000), (
         f"log.txt changed right after a read that started {later_ns} ns after its last "
@@ -683,7 +691,9 @@ def test_a_file_changed_as_its_read_starts_is_not_remembered(
         "tick before the read started (git's racy-timestamp rule: a margin of a tick, not "
         "only a strict comparison of the times), judged by st_mtime_ns and st_ctime_ns, the "
         "later of the two (an mtime can be set back, a ctime cannot), or remember nothing at "
-        f"all. Got: {text_of(after)[:200]!r} with {after.details}"
+        "all; judge it when you remember, not when you look up (a read a minute later finds "
+        "the file settled, but what the first read saw may already be stale). Got: "
+        f"{text_of(after)[:200]!r} with {after.details}"
     )
 
 

@@ -1018,7 +1018,7 @@ async def _fail() -> None:
 def test_the_queue_forgets_a_file_once_nothing_waits_for_it() -> None:
     async def scenario() -> None:
         queue = MutationQueue()
-        keys = [f"/forget-probe/{uuid.uuid4().hex}/{n}.txt" for n in range(40)]
+        keys = [f"/forget-probe/{uuid.uuid4().hex}/{n}.txt" for n in range(50)]
         for key in keys[0:10]:  # one operation
             await queue.run(key, _ok)
         for key in keys[10:20]:  # one that fails
@@ -1039,6 +1039,17 @@ def test_the_queue_forgets_a_file_once_nothing_waits_for_it() -> None:
             await settle()
             gate.set()
             await queue.run(key, _ok)  # runs once the gated operation has ended
+        for key in keys[40:50]:  # the last caller cancelled while waiting: nobody comes after
+            gate, started = asyncio.Event(), asyncio.Event()
+            operation = functools.partial(gated, [], "op", gate, started)
+            running = asyncio.create_task(queue.run(key, operation))
+            await wait_or_fail(started, [running], "MutationQueue.run never started an operation")
+            waiting = asyncio.create_task(queue.run(key, _ok))
+            await settle()
+            waiting.cancel()
+            await settle()
+            gate.set()
+            await running
         await settle()
         left = set(keys)
         reachable = reachable_from(queue)
@@ -1051,7 +1062,8 @@ def test_the_queue_forgets_a_file_once_nothing_waits_for_it() -> None:
         assert not kept and len(pending) < 5, (
             "invariant: the queue forgets a file once no operation runs or waits for it; a "
             "long session touches many files and must not keep every one of them: when an "
-            "operation ends and the key's tail is still its own, delete the key. After 40 "
+            "operation ends and the key's tail is still its own, delete the key (also for a "
+            "caller cancelled while waiting, once the one ahead of it ends). After 50 "
             f"files were done, the queue still keeps {len(kept)} of their keys and "
             f"{len(pending)} futures or locks"
         )

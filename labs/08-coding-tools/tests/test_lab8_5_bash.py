@@ -25,6 +25,7 @@ import psutil
 import pytest
 
 from lab_helpers import (
+    DEADLINE_SECONDS,
     OVER_TIME_LIMIT,
     call,
     call_now,
@@ -38,6 +39,7 @@ from lab_helpers import (
 )
 from picourse.abort import AbortController
 from picourse.coding_tools import BashDetails, create_coding_tools
+from picourse.coding_tools.command_scope import CommandScope
 from picourse.coding_tools.output_budget import OutputBudget
 from picourse.tool import ToolOutput, ToolRegistry
 
@@ -575,6 +577,108 @@ def test_a_call_cancelled_during_the_grace_still_kills_the_group(workspace: Path
     )
 
 
+def test_a_call_cancelled_again_while_it_cleans_up_still_ends_its_command(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # asyncio.run's teardown (or a timeout around the call) can cancel a call a second time
+    # while the clean-up of the first cancellation runs. The given CommandScope.sweep, if
+    # the tool uses it, is held at a gate here (in its worker thread): the call must not
+    # end before its sweep has.
+    command = script(workspace, "twice.py", FAMILY) + "; true"
+    sweeping, gate = threading.Event(), threading.Event()
+    real_sweep = CommandScope.sweep
+    loop_thread = threading.current_thread()
+
+    def gated_sweep(scope: CommandScope) -> None:
+        if threading.current_thread() is not loop_thread:  # never hold up the event loop
+            sweeping.set()
+            gate.wait(DEADLINE_SECONDS)
+        real_sweep(scope)
+
+    monkeypatch.setattr(CommandScope, "sweep", gated_sweep)
+
+    async def scenario() -> tuple[asyncio.Task[ToolOutput], bool, bool, str]:
+        task = far_bash_call(workspace, command, AbortController())
+        await wait_for_file(workspace / "family.pid", task)
+        await past_the_start()
+        task.cancel()
+        deadline = time.monotonic() + 10
+        while not (sweeping.is_set() or task.done()):  # a tool may not use the given sweep
+            if time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.01)
+        ended_before_its_sweep = False
+        if sweeping.is_set():
+            task.cancel()  # the second cancellation, while the sweep is held
+            await past_the_start()
+            ended_before_its_sweep = task.done()
+        gate.set()
+        done, _ = await asyncio.wait({task}, timeout=10)
+        return task, ended_before_its_sweep, bool(done), "" if done else waiting_at(task)
+
+    try:
+        task, ended_before_its_sweep, finished, where = run(scenario())
+    finally:
+        gate.set()
+    assert not ended_before_its_sweep, (
+        "the call was cancelled, then cancelled again while its clean-up sweep ran (in a "
+        "worker thread), and it ended at once, before the sweep had killed anything: the "
+        "clean-up of a cancelled call must finish even if the call is cancelled again (await "
+        "the sweep to its end, catching the second CancelledError, then let the cancellation "
+        "go on); asyncio.shield alone leaves the sweep running unawaited"
+    )
+    assert_ended_by_the_cancellation(
+        workspace,
+        "twice.py",
+        (task, finished, where),
+        "a call cancelled twice still kills its whole process group before it ends",
+    )
+
+
+def test_an_abort_during_the_grace_of_a_timeout_is_still_a_timeout(workspace: Path) -> None:
+    # The timeout ends the command first (SIGTERM, which the child notes and outlives); the
+    # signal aborts during the grace that follows. One ending, the first: a timeout.
+    command = script(workspace, "late_abort.py", NOTES_TERM) + "; true"
+
+    async def attempt(timeout_ms: int) -> ToolOutput | None:
+        controller = AbortController()
+        task = asyncio.create_task(
+            call(
+                unrestricted(workspace, bash_timeout_ms=timeout_ms),
+                "bash",
+                {"command": command},
+                signal=controller.signal,
+            )
+        )
+        deadline = time.monotonic() + timeout_ms / 1000 + 10
+        while not (workspace / "got-term").exists() and time.monotonic() < deadline:
+            if task.done():
+                raise_task_failures(task)
+                # None: the timeout came before the child was ready (a loaded machine).
+                return task.result() if (workspace / "family.pid").exists() else None
+            await asyncio.sleep(0.01)
+        controller.abort()
+        return await task
+
+    # A loaded machine may start the Python child more slowly than a short timeout allows,
+    # which says nothing about the tool: try again with a longer one.
+    for timeout_ms in (1000, 5000, 10000):
+        for leftover in workspace.iterdir():
+            if leftover.suffix != ".py":
+                leftover.unlink()
+        out = run(attempt(timeout_ms))
+        if out is not None:
+            break
+    else:
+        pytest.fail(f"{OVER_TIME_LIMIT}the command's child never got ready within 10 s")
+    assert out.details.timed_out and not out.details.aborted and "timed out" in text_of(out), (
+        "the command timed out, and the signal aborted only during the grace after its "
+        "SIGTERM: a call ends in exactly one way, the first (decide the reason when the "
+        "timeout or the abort comes, never read signal.aborted afterwards). Got "
+        f"{out.details} and {text_of(out)[:200]!r}"
+    )
+
+
 @pytest.mark.challenge
 @pytest.mark.parametrize("how", ["cancel", "timeout"])
 def test_a_call_cancelled_while_bash_starts_still_ends_its_command(
@@ -1035,6 +1139,31 @@ def test_both_pipes_are_drained_after_the_budget_is_spent(workspace: Path) -> No
     )
     assert out.details.exit_code == 0 and out.details.truncated
     assert utf8_len(text_of(out)) <= 2000
+
+
+def test_output_still_in_the_pipes_when_the_shell_exits_is_read(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # When the shell exits, up to a pipe's worth of its output can still be in the pipe,
+    # unread. asyncio reads a pipe here 1 KiB per turn of the event loop (as slowly as a
+    # busy loop would): whatever the tool does after the exit, it must read both pipes to
+    # their end (a short drain) before it closes them.
+    monkeypatch.setattr("asyncio.unix_events._UnixReadPipeTransport.max_size", 1024)
+    size = 2 << 20
+    command = f"head -c {size} /dev/zero | tr '\\0' a; exit 0"
+    out = call_now(
+        unrestricted(workspace, max_bash_output_bytes=4 << 20, bash_timeout_ms=20000),
+        "bash",
+        command=command,
+    )
+    shown = text_of(out)
+    assert out.details.exit_code == 0 and len(shown) == size and set(shown) == {"a"}, (
+        f"the command wrote {size} bytes and exited; the result holds {len(shown)} "
+        f"(truncated={out.details.truncated}): output still in the pipes when the shell "
+        "exited was lost. After the exit, keep reading both pipes until they reach their end "
+        "(a short drain, about 2 s, for a process that holds them open) and only then close "
+        "the transport"
+    )
 
 
 def test_a_command_that_never_stops_printing_still_ends_at_its_timeout(

@@ -121,6 +121,20 @@ def test_the_model_is_asked_once_per_turn_and_sees_the_tools_and_results(
     )
 
 
+def test_the_agent_gets_the_tools_with_their_default_limits(project: Path) -> None:
+    # Each description states its tool's limits (read's lines and bytes, bash's timeout and
+    # output cap): the tools the model is offered must be create_coding_tools(cwd) as it is.
+    model = ScriptedModel([assistant_message([text("Nothing to do.")], "stop")])
+    run(run_coding_agent(model, str(project), TASK))
+    offered = [(tool["name"], tool["description"]) for tool in model.requests[0].tools]
+    defaults = [(tool.name, tool.description) for tool in create_coding_tools(project)]
+    assert offered == defaults, (
+        "run_coding_agent gives the model create_coding_tools(cwd, containment) and nothing "
+        "more: no longer bash timeout, no other read or output limits, no extra tools. "
+        f"Offered: {offered}; the defaults: {defaults}"
+    )
+
+
 def test_events_and_max_steps_are_passed_through(project: Path) -> None:
     events: list[AgentEvent] = []
     result = run(
@@ -329,6 +343,18 @@ def test_the_system_prompt_names_an_odd_workspace_name_as_it_is(
     assert str(workspace) in prompt, (
         "the system prompt names the workspace as its absolute path, character for "
         "character: no repr() or quoting that escapes a backslash or a quote"
+    )
+
+
+def test_the_system_prompt_names_the_root_folder_as_a_slash() -> None:
+    # "/" is a workspace too (a container's whole file system). Its absolute path is "/";
+    # stripping a trailing separator leaves nothing, and the prompt names no folder at all.
+    prompt = build_system_prompt("/", create_coding_tools("/"))
+    words = [word.strip("'\"`.,:;()") or word for word in prompt.split()]
+    assert "/" in words, (
+        "the system prompt names the workspace '/' as '/', a word of its own: never strip "
+        "the separator off os.path.abspath(cwd), which has no trailing one to strip except "
+        f"for the root. The prompt begins: {prompt[:200]!r}"
     )
 
 

@@ -123,6 +123,16 @@ def test_only_newline_ends_a_line(workspace: Path, content: str, shown: list[str
     )
 
 
+def test_a_byte_order_mark_is_shown_as_it_is(workspace: Path) -> None:
+    (workspace / "bom.txt").write_bytes(b"\xef\xbb\xbfone\ntwo\n")
+    out = call_now(tools(workspace), "read", path="bom.txt")
+    assert text_of(out) == numbered(["\ufeffone", "two"]), (
+        "a UTF-8 byte order mark is part of the file: read shows it as U+FEFF at the start of "
+        "line 1, as it shows every other byte (an edit that copies line 1 from the read must "
+        f"find it; Lab 8.9 relies on it). Got: {text_of(out)!r}"
+    )
+
+
 def test_an_empty_file_is_an_empty_successful_read(workspace: Path) -> None:
     (workspace / "empty.txt").write_text("")
     out = call_now(tools(workspace), "read", path="empty.txt")

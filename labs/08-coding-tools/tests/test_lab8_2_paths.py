@@ -149,6 +149,11 @@ def test_a_workspace_whose_name_is_not_utf8_is_compared_as_it_is(tmp_path: Path)
     ensure_inside_workspace(str(workspace), str(workspace / "a.txt"))
     with pytest.raises(WorkspaceEscapeError, match="escapes the workspace"):
         ensure_inside_workspace(str(workspace), str(tmp_path / "a.txt"))
+    # A sibling whose name differs in an undecodable byte only is another folder: compare
+    # the names as they are (str, or os.fsencode for bytes), never with errors="replace".
+    sibling = tmp_path / os.fsdecode(b"ws\xfe")
+    with pytest.raises(WorkspaceEscapeError, match="escapes the workspace"):
+        ensure_inside_workspace(str(workspace), str(sibling / "a.txt"))
 
 
 def test_a_symlinked_directory_pointing_out_is_refused(workspace: Path, outside: Path) -> None:
@@ -156,6 +161,11 @@ def test_a_symlinked_directory_pointing_out_is_refused(workspace: Path, outside:
     out = call_now(create_coding_tools(workspace), "read", path="docs/secret.txt")
     refused(out, "symlink")
     assert "escapes the workspace" in text_of(out)
+    # The folder itself, as a listing or a search would be given it: folders are checked
+    # like files.
+    with pytest.raises(WorkspaceEscapeError) as raised:
+        ensure_inside_workspace(str(workspace), str(workspace / "docs"))
+    refused(ToolOutput.error(str(raised.value)), "symlink")
 
 
 def test_a_new_file_behind_a_symlinked_directory_is_refused(workspace: Path, outside: Path) -> None:
@@ -224,6 +234,17 @@ def test_a_workspace_reached_through_a_symlink_still_works(tmp_path: Path, linke
         f"its real path: {str(real / 'a.txt')!r} does not lie under {str(given)!r}"
     )
     refused(out, not_why="symlink")
+    # Resolving the workspace is no reason to stop resolving its symlinks.
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "secret.txt").write_text("TOP SECRET\n")
+    os.symlink(tmp_path / "elsewhere" / "secret.txt", real / "innocent.txt")
+    out = call_now(create_coding_tools(given), "read", path="innocent.txt")
+    assert out.is_error and "TOP SECRET" not in text_of(out), (
+        f"a workspace reached through a symlink ({linked}) still refuses a symlink in it that "
+        "leads out: its real path differs from the path given, so compare the target's real "
+        "path with the workspace's real path, always"
+    )
+    refused(out, "symlink")
 
 
 def test_a_workspace_link_pointed_elsewhere_is_resolved_again(tmp_path: Path) -> None:
@@ -315,6 +336,26 @@ def test_each_check_sees_the_files_as_they_are_now(workspace: Path, outside: Pat
     assert out.is_error, (
         "note.txt was a file inside, and is now a symlink that leads out: resolve the real "
         "path on every check, never from a cache of earlier verdicts or real paths"
+    )
+    refused(out, "symlink")
+
+
+@pytest.mark.parametrize("name", ["~", "$PROJ", "${HOME}"])
+def test_a_path_is_judged_as_given_never_expanded(
+    workspace: Path, outside: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    # The tools open the path as given: '~' and '$PROJ' are names there, here of a symlink
+    # that leads out. The check must judge that same path, not one that expanduser or
+    # expandvars made of it (which lies inside and does not exist).
+    monkeypatch.setenv("HOME", str(workspace / "home"))
+    monkeypatch.setenv("PROJ", str(workspace / "proj"))
+    os.symlink(outside, workspace / name)
+    out = call_now(create_coding_tools(workspace), "read", path=f"{name}/secret.txt")
+    assert out.is_error and "TOP SECRET" not in text_of(out), (
+        f"{name!r} is a symlink in the workspace that leads out, and reading through it "
+        "leaked the secret: check the path the tool opens, as given (never "
+        "os.path.expanduser or os.path.expandvars: the checked path and the opened one must "
+        f"be the same). Got: {text_of(out)!r}"
     )
     refused(out, "symlink")
 

@@ -302,6 +302,29 @@ class RenameSpy:
         return rename
 
 
+def test_a_short_write_is_continued_to_the_end(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # os.write may write fewer bytes than it is given (a signal, a quota, the 2 GiB cap of
+    # one write on Linux) and returns how many: here at most 4 KiB a call.
+    real_write = os.write
+
+    def short_write(fd: int, data: Any) -> int:
+        return real_write(fd, bytes(data)[:4096])
+
+    monkeypatch.setattr(os, "write", short_write)
+    content = "".join(f"line {n}\n" for n in range(20000))
+    out = call_now(create_coding_tools(workspace), "write", path="big.txt", content=content)
+    monkeypatch.undo()
+    assert not out.is_error, text_of(out)
+    assert (workspace / "big.txt").read_text() == content, (
+        "os.write wrote only part of its bytes (it returns how many) and the rest was lost: "
+        "write until every byte is written (a loop on os.write's count, or a file object's "
+        f"write, which loops for you). The file holds {(workspace / 'big.txt').stat().st_size} "
+        f"of {len(content)} bytes"
+    )
+
+
 def test_the_temp_file_is_fsynced_then_renamed_in_the_same_directory(
     workspace: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -1422,6 +1445,22 @@ def test_a_failed_write_removes_the_directories_it_created(
 
 
 @pytest.mark.challenge
+def test_a_file_the_shell_could_write_is_not_read_only(workspace: Path) -> None:
+    # For root any write bit will do (the shell's > writes 0o464 as root); a normal user
+    # needs its own write bit, given here.
+    mode = 0o464 if os.geteuid() == 0 else 0o664
+    target = workspace / "shared.txt"
+    target.write_text("old\n")
+    target.chmod(mode)
+    out = call_now(create_coding_tools(workspace), "write", path="shared.txt", content="new\n")
+    assert not out.is_error and target.read_text() == "new\n", (
+        f"a file of mode {mode:o} is writable for this writer (the shell's > would write it): "
+        "read-only means no write bit at all, or os.access(path, os.W_OK) false, not a "
+        f"missing owner write bit. Got: {text_of(out)!r}"
+    )
+
+
+@pytest.mark.challenge
 @pytest.mark.parametrize("mode", [0o444, 0o555, 0o400], ids=["444", "555", "400"])
 def test_a_read_only_file_is_refused(workspace: Path, mode: int) -> None:
     target = workspace / "locked.txt"
@@ -1490,14 +1529,27 @@ def test_the_temp_file_of_a_private_file_is_never_readable_by_others(
 NOBODY = 65534  # the conventional uid and gid of nobody
 
 
+def another_group() -> int:
+    """A group the writer may give a file to other than its own: any group for root, else
+    one of its supplementary groups (its own if it has none)."""
+    if os.geteuid() == 0:
+        return NOBODY
+    return next((group for group in os.getgroups() if group != os.getegid()), os.getegid())
+
+
 @pytest.mark.challenge
+@pytest.mark.parametrize("owned_by", ["another-user", "the-writer-another-group"])
 @pytest.mark.parametrize("may_chown", [True, False], ids=["as-root", "chown-refused"])
 def test_a_replaced_file_keeps_its_owner_where_allowed(
-    workspace: Path, monkeypatch: pytest.MonkeyPatch, may_chown: bool
+    workspace: Path, monkeypatch: pytest.MonkeyPatch, may_chown: bool, owned_by: str
 ) -> None:
     # Only root can give a file to another user: a normal user checks that its own file
-    # stays its own, and that a refused chown does not fail the write.
-    owner = (NOBODY, NOBODY) if os.geteuid() == 0 else (os.getuid(), os.getgid())
+    # stays its own, and that a refused chown does not fail the write. A file of the
+    # writer's own user may still belong to another group, which must stay too.
+    if owned_by == "another-user":
+        owner = (NOBODY, NOBODY) if os.geteuid() == 0 else (os.getuid(), os.getgid())
+    else:
+        owner = (os.geteuid(), another_group())
     target = workspace / "shared.txt"
     target.write_text("old\n")
     os.chown(target, *owner)
@@ -1520,9 +1572,10 @@ def test_a_replaced_file_keeps_its_owner_where_allowed(
     assert stat.S_IMODE(info.st_mode) == 0o664, "the permission bits are kept in any case"
     if may_chown:
         assert (info.st_uid, info.st_gid) == owner, (
-            "invariant: root replacing another user's file keeps its owner and group (the "
-            "temp file is root's: os.fchown it to the old owner before the rename, then "
-            "os.fchmod, as chown clears set-id bits)"
+            "invariant: a replaced file keeps its owner and group where allowed (the temp "
+            "file is the writer's, user and group: os.fchown it to the old owner and group "
+            "whenever either differs, before the rename, then os.fchmod, as chown clears "
+            f"set-id bits). Expected {owner}, got {(info.st_uid, info.st_gid)}"
         )
     only_expected_files(workspace, {"shared.txt"})
 

@@ -622,6 +622,11 @@ def _not_utf8(workspace: Path) -> str:
     return "app.py"
 
 
+def _directory(workspace: Path) -> str:
+    (workspace / "app.py").mkdir()
+    return "app.py"
+
+
 def _fifo(workspace: Path) -> str:
     return fifo_target(workspace, "app.py")[1]  # a symlink app.py to a FIFO
 
@@ -645,6 +650,7 @@ NAMED_CASES: dict[str, tuple[Callable[[Path], str], dict[str, Any], bool]] = {
     "not-utf8": (_not_utf8, {"old_text": "name", "new_text": "title"}, False),
     "missing": (_missing, {"old_text": "a", "new_text": "b"}, False),
     "fifo": (_fifo, {"old_text": "a", "new_text": "b"}, False),
+    "directory": (_directory, {"old_text": "a", "new_text": "b"}, False),
     "aborted": (_app, {"old_text": "'hello '", "new_text": "'hi '"}, True),
     "unencodable-new-text": (_app, {"old_text": "'hello '", "new_text": "'\ud800'"}, False),
     "read-only": (_read_only, {"old_text": "'hello '", "new_text": "'hi '"}, False),

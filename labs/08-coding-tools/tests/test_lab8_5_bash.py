@@ -1212,7 +1212,11 @@ def test_the_status_text_counts_against_the_budget_too(
     )
 
 
-@pytest.mark.parametrize("command", ["echo a\0b", "echo \ud800"], ids=["NUL", "lone-surrogate"])
+@pytest.mark.parametrize(
+    "command",
+    ["echo a\0b", "echo \ud800", "echo \udcff"],
+    ids=["NUL", "lone-surrogate", "surrogate-of-a-raw-byte"],
+)
 def test_a_command_bash_cannot_receive_is_an_error_result(workspace: Path, command: str) -> None:
     out = call_now(create_coding_tools(workspace), "bash", command=command)
     assert out.is_error and out.details.exit_code is None, (
@@ -1457,13 +1461,15 @@ def test_the_kill_is_waited_for_before_the_call_returns(
 
 @pytest.mark.parametrize(
     "command",
-    ["cat /etc/hostname", "echo a\0b", "echo \ud800"],
-    ids=["guardrail", "NUL", "lone-surrogate"],
+    ["cat /etc/hostname", "echo a\0b", "echo \ud800", "true"],
+    ids=["guardrail", "NUL", "lone-surrogate", "missing-workspace"],
 )
 def test_a_refused_command_reports_not_started_in_its_details(
     workspace: Path, command: str
 ) -> None:
-    out = call_now(create_coding_tools(workspace), "bash", command=command)
+    # "missing-workspace": bash cannot start in a folder that does not exist.
+    cwd = workspace / "gone" if command == "true" else workspace
+    out = call_now(create_coding_tools(cwd), "bash", command=command)
     assert out.is_error, text_of(out)
     assert out.details == BashDetails(command, None, False, False, False), (
         f"a command that never ran was reported as {out.details}: it did not exit, time out, "
@@ -1474,8 +1480,8 @@ def test_a_refused_command_reports_not_started_in_its_details(
 
 @pytest.mark.parametrize(
     ("command", "problem"),
-    [("echo a\0b", "nul"), ("echo \ud800", "surrogate")],
-    ids=["NUL", "lone-surrogate"],
+    [("echo a\0b", "nul"), ("echo \ud800", "surrogate"), ("echo \udcff", "surrogate")],
+    ids=["NUL", "lone-surrogate", "surrogate-of-a-raw-byte"],
 )
 def test_a_command_bash_cannot_receive_spawns_nothing_and_says_why(
     workspace: Path, monkeypatch: pytest.MonkeyPatch, command: str, problem: str

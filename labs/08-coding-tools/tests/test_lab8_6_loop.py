@@ -286,7 +286,7 @@ def test_the_system_prompt_describes_the_registry_it_is_given(
         "grep",
         # Two lines: the full description, not its first line or sentence.
         "Search the files of the workspace for a regular expression.\n"
-        "Matches are listed as path:line: text, at most 100 of them.",
+        'Matches are listed as path:line: text, at most 100 of them, e.g. {"n": 1}.',
         object_schema({"pattern": string("What to look for.")}),
         search,
     )

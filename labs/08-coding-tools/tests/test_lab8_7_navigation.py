@@ -228,12 +228,24 @@ def test_glob_searches_below_a_path_and_answers_relative_to_the_workspace(
         ("**.md", ["a.md", "docs/x.md"]),
         ("*a**/b.py", ["aab.py", "ab.py"]),
         ("*b**/c", ["abcbc"]),
+        ("??.py", ["ab.py"]),
+        ("*.PY", ["B.PY"]),
     ],
 )
 def test_glob_patterns_mean_exactly_what_they_say(
     workspace: Path, pattern: str, expected: list[str]
 ) -> None:
-    for name in ("aab.py", "ab.py", "test_a.py", "best_a.py", "abcbc", "app", "a.md", "amd"):
+    for name in (
+        "aab.py",
+        "ab.py",
+        "test_a.py",
+        "best_a.py",
+        "abcbc",
+        "app",
+        "a.md",
+        "amd",
+        "B.PY",
+    ):
         (workspace / name).write_text("")
     for folder in ("docs", "tests"):
         (workspace / folder).mkdir()
@@ -245,7 +257,8 @@ def test_glob_patterns_mean_exactly_what_they_say(
         "matches the wrong names. A '**/' may match no folder at all ('*a**/b.py' matches "
         "'aab.py' as '*ab.py' would), so it cannot absorb what a later place of the fixed "
         "text before it would have skipped: take the first place atomically only when another "
-        f"'*' or a '**' not followed by '/' comes next. Expected {expected}"
+        "'*' or a '**' not followed by '/' comes next. Each '?' is one character ('??' two), "
+        f"and case counts ('*.PY' is not '*.py'). Expected {expected}"
     )
 
 
@@ -363,6 +376,16 @@ def test_a_gitignore_line_git_cannot_read_is_skipped_and_the_others_still_count(
     )
     assert "README.md" in lines_of(out) and "notes.log" not in lines_of(out), (
         "the lines that can be read still count: *.log still ignores notes.log"
+    )
+
+
+def test_a_gitignore_negation_brings_a_file_back(project: Path) -> None:
+    (project / ".gitignore").write_text("*.log\n!keep.log\n")
+    (project / "keep.log").write_text("")
+    (project / "drop.log").write_text("")
+    assert lines_of(glob(project, "*.log")) == ["keep.log"], (
+        "'!keep.log' after '*.log' brings keep.log back, as git does: give pathspec every "
+        "line it accepts, negations included (only a bare '!' is a line git cannot read)"
     )
 
 

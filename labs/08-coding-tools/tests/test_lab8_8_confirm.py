@@ -530,6 +530,7 @@ async def ask(confirm: Confirm, request: ConfirmRequest) -> bool:
         ("y\n", True),
         ("yes\n", True),
         ("\n", False),
+        ("\ny\n", False),
         ("n\n", False),
         ("", False),
         ("maybe\n", False),
@@ -545,7 +546,8 @@ def test_the_terminal_approver_shows_the_diff_in_colour_and_defaults_to_no(
     request = ConfirmRequest("edit", path="a.txt", diff="--- a/a.txt\n+++ b/a.txt\n-old\n+new\n")
     assert run(ask(confirm, request)) is approved, (
         f"typing {typed!r} must {'' if approved else 'not '}approve: only y or yes approves, "
-        "any other answer (an empty line or the end of input included) declines"
+        "any other answer (an empty line or the end of input included) declines; one line is "
+        "the answer (an Enter is 'no', never a reason to read another line)"
     )
     shown = screen.getvalue()
     assert "a.txt" in shown and "+new" in shown and "\x1b[" in shown, (
@@ -561,6 +563,11 @@ def test_the_terminal_approver_shows_the_diff_in_colour_and_defaults_to_no(
         "the question shows [y/N]: the default is no (rich reads [y/N] as markup unless "
         "printed with markup=False)"
     )
+    assert "[y/N]" in shown, (
+        "the question is printed as is: rich's highlighter colours '[y/N]' in pieces on a "
+        "colour terminal (print it with markup=False and highlight=False). Got: "
+        f"{shown[-80:]!r}"
+    )
 
 
 def test_the_terminal_approver_names_the_file_before_its_diff() -> None:
@@ -575,6 +582,18 @@ def test_the_terminal_approver_names_the_file_before_its_diff() -> None:
     assert "docs/plan.md" in before_diff and "write" in before_diff, (
         "the person is told which tool wants to change which file before the diff: print the "
         f"request's tool and path first. Shown before the diff: {before_diff!r}"
+    )
+
+
+def test_the_terminal_approver_names_the_file_of_an_empty_diff() -> None:
+    screen = io.StringIO()
+    console = Console(file=screen, force_terminal=True, color_system="standard", width=80)
+    confirm = terminal_confirmer(answers=io.StringIO("n\n"), console=console)
+    assert run(ask(confirm, ConfirmRequest("write", path="blank.txt", diff=""))) is False
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", screen.getvalue())
+    assert "blank.txt" in plain, (
+        "a request with a diff, even an empty one (diff is not None), is a change to a file: "
+        f"name the file (test `diff is not None`, not the diff's truth). Shown: {plain!r}"
     )
 
 

@@ -124,6 +124,18 @@ def test_a_chain_of_symlinks_that_leads_out_is_refused(workspace: Path, outside:
         "path, os.path.realpath), not only the first link (os.readlink)"
     )
     refused(out, "symlink")
+    # A long chain (the system follows 40 links before it calls it a loop): still an escape.
+    previous = "last-hop.txt"
+    for hop in range(12):
+        os.symlink(previous, workspace / f"hop-{hop}.txt")
+        previous = f"hop-{hop}.txt"
+    out = call_now(create_coding_tools(workspace), "read", path=previous)
+    assert out.is_error and "TOP SECRET" not in text_of(out), (
+        f"{previous} leads out through a chain of 13 links: follow it to its end as the "
+        "system does (os.path.realpath), never a few hops by hand. Got: "
+        f"{text_of(out)!r}"
+    )
+    refused(out, "symlink")
 
 
 def test_a_link_whose_target_climbs_through_another_link_is_followed_as_the_system_does(
@@ -386,6 +398,9 @@ def test_a_workspace_that_does_not_exist_yet_raises_nothing(tmp_path: Path, abov
             "with os.path.realpath (without strict=True) whether or not it exists"
         ) from error
     assert resolved == str(missing / "new.txt")
+    for leaving in ("../secret.txt", str(tmp_path / "secret.txt")):
+        with pytest.raises(WorkspaceEscapeError, match="escapes the workspace"):
+            resolve_path(CodingToolOptions(str(missing)), leaving)  # nothing there is no pass
     out = call_now(create_coding_tools(missing), "read", path="new.txt")
     assert out.is_error and "escapes the workspace" not in text_of(out), (
         f"reading from a workspace that does not exist is an error of its own: {text_of(out)}"

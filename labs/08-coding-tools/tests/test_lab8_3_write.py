@@ -325,9 +325,12 @@ def test_a_short_write_is_continued_to_the_end(
     )
 
 
+@pytest.mark.parametrize("target", ["new", "replaced"])
 def test_the_temp_file_is_fsynced_then_renamed_in_the_same_directory(
-    workspace: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    workspace: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, target: str
 ) -> None:
+    if target == "replaced":
+        (workspace / "f.txt").write_text("old\n")
     # The system temp directory is often another filesystem (a tmpfs), where a rename to
     # the workspace fails with EXDEV; point it somewhere else to make the mistake visible.
     elsewhere = Path("/dev/shm") if os.access("/dev/shm", os.W_OK) else tmp_path / "elsewhere"
@@ -355,8 +358,9 @@ def test_the_temp_file_is_fsynced_then_renamed_in_the_same_directory(
     last = max((i for i, event in enumerate(spy.events) if event == folder), default=-1)
     assert ("fsync", folder[1]) in spy.events[last + 1 :], (
         "invariant: the rename itself reaches the disk: after os.replace, fsync the target's "
-        "directory (os.open(folder, os.O_RDONLY | os.O_DIRECTORY), os.fsync, os.close), or a "
-        "crash may bring the old file back"
+        "directory (os.open(folder, os.O_RDONLY | os.O_DIRECTORY), os.fsync, os.close), also "
+        f"when a file is replaced (here: {target}): the rename changes which inode the name "
+        "holds, or a crash may bring the old file back"
     )
     only_expected_files(workspace, {"f.txt"})
 

@@ -274,6 +274,20 @@ def test_a_near_miss_is_no_match(workspace: Path, app: Path, near_miss: str) -> 
     unchanged(app, before, inode)
 
 
+def test_another_unicode_form_is_no_match(workspace: Path) -> None:
+    menu = workspace / "menu.txt"
+    menu.write_text("cafe\u0301 au lait\n")  # the accent decomposed, as macOS names files
+    before, inode = menu.read_bytes(), menu.stat().st_ino
+    out = edit(workspace, path="menu.txt", old_text="caf\u00e9", new_text="tea")
+    assert out.is_error and "no match" in text_of(out), (
+        "invariant: old_text matches exactly or not at all: 'caf\u00e9' (composed) occurs "
+        "nowhere in a file that holds 'cafe\u0301' (decomposed), so the edit says 'no "
+        "match': no Unicode normalisation (the model reads the file again). Got: "
+        f"{text_of(out)!r}"
+    )
+    unchanged(menu, before, inode)
+
+
 def test_a_missing_file_is_an_error_that_suggests_write(workspace: Path) -> None:
     out = edit(workspace, old_text="a", new_text="b")
     assert out.is_error and "not found" in text_of(out).lower()
@@ -613,6 +627,12 @@ def test_a_character_split_between_two_chunks_is_still_valid_utf8(workspace: Pat
     assert path.read_bytes() == data.replace(b"THE END", b"the end")
 
 
+def _app_in_a_folder(workspace: Path) -> str:
+    (workspace / "src").mkdir()
+    (workspace / "src" / "app.py").write_text(SOURCE)
+    return "src/app.py"
+
+
 def _missing(workspace: Path) -> str:
     return "app.py"
 
@@ -645,6 +665,7 @@ def _read_only(workspace: Path) -> str:
 NAMED_CASES: dict[str, tuple[Callable[[Path], str], dict[str, Any], bool]] = {
     # id: (prepare the workspace and return the path to give, edit arguments, abort first)
     "applied": (_app, {"old_text": "'hello '", "new_text": "'hi '"}, False),
+    "applied-in-a-folder": (_app_in_a_folder, {"old_text": "'hello '", "new_text": "'hi '"}, False),
     "no-match": (_app, {"old_text": "goodbye", "new_text": "x"}, False),
     "several-matches": (_app, {"old_text": "greet", "new_text": "x"}, False),
     "not-utf8": (_not_utf8, {"old_text": "name", "new_text": "title"}, False),
@@ -683,7 +704,7 @@ def test_every_result_names_the_file(workspace: Path, case: str) -> None:
         f"invariant: the file is named as the model gave it ({path!r}), not as the absolute "
         f"path the tool made of it. Got: {message!r}"
     )
-    if case == "applied":
+    if case.startswith("applied"):
         assert not out.is_error, message
         return
     assert out.is_error, f"{case}: expected an error result, got: {message!r}"

@@ -297,11 +297,14 @@ def test_glob_matching_stays_fast_on_any_name(workspace: Path, case: str) -> Non
 
 
 def test_glob_takes_every_other_character_literally(workspace: Path) -> None:
-    for name in ("notes.md", "notes-md", "a+b.py", "aab.py", "(x).txt", "x.txt"):
+    for name in ("notes.md", "notes-md", "a+b.py", "aab.py", "(x).txt", "x.txt", "[ab].py", "a.py"):
         (workspace / name).write_text("")
     assert lines_of(glob(workspace, "notes.md")) == ["notes.md"], ". is a dot, not any character"
     assert lines_of(glob(workspace, "a+b.py")) == ["a+b.py"], "+ is a plus sign"
     assert lines_of(glob(workspace, "(x).txt")) == ["(x).txt"], "( and ) are parentheses"
+    assert lines_of(glob(workspace, "[ab].py")) == ["[ab].py"], (
+        "[ and ] are brackets, not a character class: only *, ** and ? are wildcards"
+    )
 
 
 def test_glob_reads_gitignore_from_the_workspace_root_wherever_it_searches(

@@ -309,6 +309,15 @@ def test_a_diff_is_capped_with_a_notice(workspace: Path) -> None:
     assert len(lines) == 101 and lines[0] == "--- a/big.txt" and "truncated" in lines[-1], (
         "the first 100 diff lines, then a notice that more was left out"
     )
+    # A change far down a long file: the whole files are compared, only the diff is capped.
+    (workspace / "long.txt").write_text(numbered(300))
+    tail = numbered(300).replace("line 250\n", "LINE 250\n")
+    call_now(tools(workspace, approver), "write", path="long.txt", content=tail)
+    far = approver.requests[-1].diff
+    assert far is not None and "-line 250" in far and "+LINE 250" in far, (
+        "compare the whole old and new files and cap the diff's lines, never the inputs: a "
+        f"change at line 250 of 300 must show. Got: {(far or '')[-300:]!r}"
+    )
     call_now(tools(workspace, approver), "write", path="fits.txt", content=numbered(97))
     fits = approver.requests[-1].diff
     assert fits is not None and len(fits.splitlines()) == 100 and "truncated" not in fits, (

@@ -534,6 +534,12 @@ def test_a_file_with_mixed_endings_keeps_every_byte_outside_the_edit(workspace: 
     assert edited_bytes(workspace, mixed, "two", "TWO") == b"one\r\nTWO\nthree\r\n", (
         "mixed endings: touch only the match"
     )
+    copied = edited_bytes(workspace, mixed, "one\r\ntwo", "ONE\r\nTWO")
+    assert copied == b"ONE\r\nTWO\nthree\r\n", (
+        "in a file with mixed endings (not a CRLF file) the texts are matched and written as "
+        "they are: an old_text copied with its \\r\\n matches, and a new_text keeps its "
+        f"\\r\\n (normalise only in a CRLF file). Got {copied!r}"
+    )
 
 
 def test_a_file_without_any_newline_is_not_a_crlf_file(workspace: Path) -> None:
@@ -794,24 +800,40 @@ def test_the_result_shows_the_edited_region_where_the_edit_happened(workspace: P
     )
 
 
-def test_the_result_follows_an_edit_that_later_edits_moved(workspace: Path) -> None:
-    path = workspace / "notes.txt"
-    path.write_text("".join(f"line {n}\n" for n in range(1, 61)))
-    tools = session(workspace)
-    read(tools, "notes.txt")
-    inserted = "".join(f"new {n}\n" for n in range(1, 21))
+# id: (lines turned into MARK, the later edit, the line "line fifty" lands on, a line also shown)
+LATER_EDITS: dict[str, tuple[tuple[int, ...], dict[str, Any], int, str | None]] = {
+    "one-insertion": (
+        (),
+        {"old_text": "line 10\n", "new_text": "line 10\n" + TWENTY_NEW},
+        70,
+        "  30│ new 20",
+    ),
+    "every-replacement": (
+        (5, 10, 15),
+        {"old_text": "MARK\n", "new_text": "MARK\n" + TWENTY_NEW[:30], "replace_all": True},
+        65,
+        None,
+    ),
+}
+
+
+@pytest.mark.parametrize("later", list(LATER_EDITS))
+def test_the_result_follows_an_edit_that_later_edits_moved(workspace: Path, later: str) -> None:
+    marks, later_edit, lands, also_shown = LATER_EDITS[later]
+    lines = [f"line {n}" for n in range(1, 61)]
+    for number in marks:
+        lines[number - 1] = "MARK"
+    tools = lines_file(workspace, "notes.txt", "\n".join(lines) + "\n")
     out = edit(
         tools,
         "notes.txt",
-        edits=[
-            {"old_text": "line 50\n", "new_text": "line fifty\n"},
-            {"old_text": "line 10\n", "new_text": "line 10\n" + inserted},
-        ],
+        edits=[{"old_text": "line 50\n", "new_text": "line fifty\n"}, later_edit],
     )
     assert not out.is_error, text_of(out)
     shown = text_of(out)
-    assert "  70│ line fifty" in shown, (
-        "the first edit's line moved down by the 20 lines the second edit inserted above "
-        "it: the snippet shows it where it is now"
+    assert f"{lands:>4}│ line fifty" in shown, (
+        "the first edit's line moved down by the lines the later edit inserted above it (a "
+        "replace_all moves it once for every replacement above it, not only the first): the "
+        f"snippet shows it where it is now, line {lands}: {shown!r}"
     )
-    assert "  30│ new 20" in shown
+    assert also_shown is None or also_shown in shown

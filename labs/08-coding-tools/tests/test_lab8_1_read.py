@@ -162,6 +162,31 @@ def test_the_last_window_has_no_notice(workspace: Path) -> None:
     assert out.details.truncated is False
 
 
+@pytest.mark.parametrize(
+    ("content", "limits", "args"),
+    [
+        ("".join(f"line {n}\n" for n in range(1, 11)), {}, {"offset": 8, "limit": 3}),
+        ("".join(f"line {n}\n" for n in range(1, 11)), {}, {"limit": 10}),
+        ("".join(f"line {n}\n" for n in range(1, 11)), {"max_read_lines": 10}, {}),
+        ("one\ntwo\nthree", {}, {"limit": 3}),
+    ],
+    ids=["offset-8-limit-3", "limit-10", "max-read-lines-10", "no-final-newline-limit-3"],
+)
+def test_a_full_window_that_ends_on_the_last_line_has_no_notice(
+    workspace: Path, content: str, limits: dict[str, int], args: dict[str, int]
+) -> None:
+    (workspace / "f.txt").write_text(content)
+    lines = content.splitlines()
+    out = call_now(tools(workspace, **limits), "read", path="f.txt", **args)
+    offset = args.get("offset", 1)
+    assert text_of(out) == numbered(lines[offset - 1 :], offset), (
+        "a window that holds exactly as many lines as it may and ends on the file's last "
+        "line leaves nothing to continue with: no '[Showing ...]' notice. Whether more "
+        f"remains depends on the lines left, not on the window being full. Got: {text_of(out)!r}"
+    )
+    assert out.details.truncated is False and out.details.end_line == len(lines)
+
+
 def test_max_read_lines_caps_the_window_even_when_limit_is_larger(workspace: Path) -> None:
     write_lines(workspace / "f.txt", 30)
     out = call_now(tools(workspace, max_read_lines=12), "read", path="f.txt", limit=20)

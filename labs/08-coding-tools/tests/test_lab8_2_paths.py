@@ -173,6 +173,10 @@ def test_a_symlinked_directory_pointing_out_is_refused(workspace: Path, outside:
     out = call_now(create_coding_tools(workspace), "read", path="docs/secret.txt")
     refused(out, "symlink")
     assert "escapes the workspace" in text_of(out)
+    # Deeper below the link: every component counts, not only the file's own folder.
+    (outside / "sub").mkdir()
+    (outside / "sub" / "secret.txt").write_text("TOP SECRET\n")
+    refused(call_now(create_coding_tools(workspace), "read", path="docs/sub/secret.txt"), "symlink")
     # The folder itself, as a listing or a search would be given it: folders are checked
     # like files.
     with pytest.raises(WorkspaceEscapeError) as raised:
@@ -370,6 +374,27 @@ def test_a_path_is_judged_as_given_never_expanded(
         f"be the same). Got: {text_of(out)!r}"
     )
     refused(out, "symlink")
+
+
+@pytest.mark.parametrize("variable", ["HOME", "PATH"])
+@pytest.mark.parametrize("spelling", ["${}", "${{{}}}"], ids=["dollar", "braces"])
+def test_a_workspace_named_like_an_expansion_is_judged_as_given(
+    tmp_path: Path, variable: str, spelling: str
+) -> None:
+    # HOME and PATH are set wherever the tools run; expandvars would turn this workspace's
+    # name into another folder's, and every file in the workspace would then be "outside".
+    named = tmp_path / spelling.format(variable)
+    named.mkdir()
+    try:
+        ensure_inside_workspace(str(named), str(named / "a.txt"))
+    except WorkspaceEscapeError as error:
+        raise AssertionError(
+            f"a file inside the workspace {named.name!r} was refused ({error}): the workspace "
+            "is a path as given, like any other; never expand '$' or '~' in it "
+            "(os.path.expandvars, os.path.expanduser)"
+        ) from error
+    with pytest.raises(WorkspaceEscapeError, match="escapes the workspace"):
+        ensure_inside_workspace(str(named), str(tmp_path / "elsewhere" / "a.txt"))
 
 
 def test_a_workspace_whose_name_ends_with_a_space_is_judged_as_given(tmp_path: Path) -> None:

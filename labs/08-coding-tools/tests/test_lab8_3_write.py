@@ -379,7 +379,7 @@ def test_every_write_uses_a_fresh_temp_name(
     )
 
 
-@pytest.mark.parametrize("umask", [0o022, 0o002, 0o077])
+@pytest.mark.parametrize("umask", [0o022, 0o002, 0o077, 0o000])
 def test_a_new_file_gets_the_usual_mode(workspace: Path, umask: int) -> None:
     previous = os.umask(umask)
     try:

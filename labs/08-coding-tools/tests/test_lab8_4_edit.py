@@ -100,6 +100,46 @@ def test_an_edit_that_restates_its_text_applies_with_the_rest(workspace: Path, a
     )
 
 
+@pytest.mark.parametrize(
+    ("same", "message"),
+    [("goodbye", "no match"), ("greet", "matches 2 times")],
+    ids=["no-match", "two-matches"],
+)
+def test_an_edit_that_restates_its_text_must_still_match_once(
+    workspace: Path, app: Path, same: str, message: str
+) -> None:
+    before, inode = app.read_bytes(), app.stat().st_ino
+    out = edit(
+        workspace,
+        edits=[
+            {"old_text": same, "new_text": same},
+            {"old_text": "'world'", "new_text": "'class'"},
+        ],
+    )
+    assert out.is_error and "edits[0]" in text_of(out) and message in text_of(out), (
+        "an edit whose new_text equals its old_text is still an edit: its old_text must "
+        f"match exactly once like any other (never skip it), so this batch is refused with "
+        f"'edits[0]' and {message!r}. Got: {text_of(out)!r}"
+    )
+    unchanged(app, before, inode)
+
+
+@pytest.mark.parametrize(
+    "new_text",
+    ['print("a\\n")', 'pattern = r"\\d+\\s*"', 'path = "C:\\temp\\x"', "group \\1 and \\g<0>"],
+    ids=["escaped-newline", "raw-regex", "windows-path", "group-references"],
+)
+def test_new_text_is_written_exactly_backslashes_included(workspace: Path, new_text: str) -> None:
+    code = workspace / "code.py"
+    code.write_text("x = 1\ny = 2\n")
+    out = edit(workspace, path="code.py", old_text="x = 1", new_text=new_text)
+    assert not out.is_error and code.read_text() == new_text + "\ny = 2\n", (
+        "new_text is written byte for byte: a backslash, '\\1' or '\\g<0>' is text, not a "
+        "replacement template (never re.sub with new_text as the replacement). "
+        f"Got: {code.read_text()!r}"
+    )
+
+
 def test_an_empty_new_text_deletes(workspace: Path, app: Path) -> None:
     edit(workspace, old_text="\nprint(greet('world'))\n", new_text="")
     assert app.read_text() == "def greet(name):\n    return 'hello ' + name\n"
@@ -135,8 +175,15 @@ def test_an_old_text_of_whitespace_alone_is_an_edit_like_any_other(
             "edits[1]",
         ),
         ([{"old_text": "name", "new_text": "who"}], "edits[0]"),
+        (
+            [
+                {"old_text": "goodbye", "new_text": "x"},
+                {"old_text": "def greet", "new_text": "def g"},
+            ],
+            "edits[0]",
+        ),
     ],
-    ids=["empty-batch", "empty-old-text", "no-match", "several-matches"],
+    ids=["empty-batch", "empty-old-text", "no-match", "several-matches", "first-of-two-fails"],
 )
 def test_a_bad_batch_is_refused_whole(
     workspace: Path, app: Path, edits: list[dict[str, str]], message: str
@@ -144,7 +191,11 @@ def test_a_bad_batch_is_refused_whole(
     before, inode = app.read_bytes(), app.stat().st_ino
     out = edit(workspace, edits=edits)
     assert out.is_error, "a batch with a bad edit must be an error result"
-    assert message in text_of(out), f"the error must name the failing edit: {message!r}"
+    others = [f"edits[{i}]" for i in range(len(edits)) if not message.startswith(f"edits[{i}]")]
+    assert message in text_of(out) and not any(o in text_of(out) for o in others), (
+        f"the error must name the failing edit, {message!r}, by its own position in the "
+        f"batch (and no other edit). Got: {text_of(out)!r}"
+    )
     unchanged(app, before, inode)
 
 

@@ -146,22 +146,36 @@ def abort_when_ready(workspace: Path, command: str) -> tuple[ToolOutput, float]:
     return run(scenario())
 
 
-def call_until_ready(
-    workspace: Path, command: str, ready: str, first_timeout_ms: int, **options: Any
+def with_longer_timeouts(
+    workspace: Path, first_timeout_ms: int, attempt: Callable[[int], ToolOutput | None]
 ) -> ToolOutput:
-    """Run ``command`` with the first timeout under which its child gets ready (writes the
-    file ``ready``) before the timeout ends it. A loaded machine may start a Python child
-    more slowly than a short timeout allows, which says nothing about the tool: try again
-    with a longer one, from a clean workspace (its scripts kept)."""
+    """The result of ``attempt(timeout_ms)`` under the first timeout with which the command's
+    child got ready before the timeout ended it (``attempt`` returns None when it did not).
+    A loaded machine may start a Python child more slowly than a short timeout allows, which
+    says nothing about the tool: try again with a longer one, from a clean workspace (its
+    scripts kept)."""
     for timeout_ms in (first_timeout_ms, 5000, 10000):
         for leftover in workspace.iterdir():
             if leftover.suffix != ".py":
                 leftover.unlink()
-        tools = unrestricted(workspace, bash_timeout_ms=timeout_ms, **options)
-        out = call_now(tools, "bash", command=command)
-        if (workspace / ready).exists():
+        out = attempt(timeout_ms)
+        if out is not None:
             return out
     pytest.fail(f"{OVER_TIME_LIMIT}the command's child never got ready within 10 s")
+
+
+def call_until_ready(
+    workspace: Path, command: str, ready: str, first_timeout_ms: int, **options: Any
+) -> ToolOutput:
+    """Run ``command`` until its child gets ready (writes the file ``ready``) before the
+    timeout ends it."""
+
+    def attempt(timeout_ms: int) -> ToolOutput | None:
+        tools = unrestricted(workspace, bash_timeout_ms=timeout_ms, **options)
+        out = call_now(tools, "bash", command=command)
+        return out if (workspace / ready).exists() else None
+
+    return with_longer_timeouts(workspace, first_timeout_ms, attempt)
 
 
 def assert_each_got_sigterm(workspace: Path) -> None:
@@ -408,15 +422,21 @@ def test_the_grace_after_sigterm_is_short(workspace: Path) -> None:
     )
 
 
-def test_the_group_gets_a_grace_to_clean_up_before_sigkill(workspace: Path) -> None:
-    command = script(workspace, "slow_cleanup.py", SLOW_CLEANUP)
+@pytest.mark.parametrize(
+    "shape", ["{}", "{}; true", "{} & wait"], ids=["alone", "then-more", "in-background"]
+)
+def test_the_group_gets_a_grace_to_clean_up_before_sigkill(workspace: Path, shape: str) -> None:
+    # In the last two shapes the shell itself dies of the SIGTERM at once, while its child
+    # still cleans up: the grace lasts until the group is gone, not until the shell is.
+    command = shape.format(script(workspace, "slow_cleanup.py", SLOW_CLEANUP))
 
     out, _ = abort_when_ready(workspace, command)
     assert out.details.aborted, text_of(out)
     assert (workspace / "cleaned-up").exists(), (
-        "the command got SIGTERM and needed 0.4 s to clean up, but was killed before it could: "
-        "after SIGTERM, give the group a short grace (about 1 s, at most 2 s) to exit, and "
-        "SIGKILL only what is still left after it"
+        f"{command!r} got SIGTERM and its child needed 0.4 s to clean up, but was killed "
+        "before it could: after SIGTERM, give the whole group a short grace (about 1 s, at "
+        "most 2 s) to exit, however soon the shell itself exits, and SIGKILL only what is "
+        "still left after it"
     )
 
 
@@ -660,17 +680,7 @@ def test_an_abort_during_the_grace_of_a_timeout_is_still_a_timeout(workspace: Pa
         controller.abort()
         return await task
 
-    # A loaded machine may start the Python child more slowly than a short timeout allows,
-    # which says nothing about the tool: try again with a longer one.
-    for timeout_ms in (1000, 5000, 10000):
-        for leftover in workspace.iterdir():
-            if leftover.suffix != ".py":
-                leftover.unlink()
-        out = run(attempt(timeout_ms))
-        if out is not None:
-            break
-    else:
-        pytest.fail(f"{OVER_TIME_LIMIT}the command's child never got ready within 10 s")
+    out = with_longer_timeouts(workspace, 1000, lambda timeout_ms: run(attempt(timeout_ms)))
     assert out.details.timed_out and not out.details.aborted and "timed out" in text_of(out), (
         "the command timed out, and the signal aborted only during the grace after its "
         "SIGTERM: a call ends in exactly one way, the first (decide the reason when the "
@@ -1247,6 +1257,7 @@ def test_a_command_bash_cannot_receive_is_an_error_result(workspace: Path, comma
         "touch ran.txt;cat $(echo)/etc/hostname",
         "touch ran.txt\tcat\t/etc/hostname",
         "touch ran.txt\ncat /etc/hostname",
+        "touch ran.txt\n/bin/true",
     ],
 )
 def test_the_guardrail_refuses_paths_outside_and_never_runs_them(
@@ -1526,8 +1537,10 @@ def test_a_silent_success_is_a_short_status_and_not_truncated(workspace: Path) -
         ("exit 3", "exit 3"),
         ("echo partial; exit 3", "exit 3"),
         ("kill -KILL $$", "signal 9"),
+        ("exit 137", "exit 137"),
+        ("sh -c 'kill -KILL $$'; exit $?", "exit 137"),
     ],
-    ids=["silent-failure", "failure-with-output", "killed"],
+    ids=["silent-failure", "failure-with-output", "killed", "high-exit", "child-killed"],
 )
 def test_the_text_tells_how_the_command_ended(workspace: Path, command: str, expected: str) -> None:
     out = call_now(create_coding_tools(workspace), "bash", command=command)
@@ -1535,6 +1548,13 @@ def test_the_text_tells_how_the_command_ended(workspace: Path, command: str, exp
         f"the model sees only the text: it must say how {command!r} ended ({expected!r}), "
         f"with or without output; got {text_of(out)!r}"
     )
+    if expected.startswith("exit"):
+        code = int(expected.split()[1])
+        assert "signal" not in text_of(out) and out.details.exit_code == code, (
+            f"{command!r} made the shell exit with status {code}: an exit status, however "
+            "high, is an exit (only a negative returncode means the shell was killed by a "
+            f"signal). Got: {text_of(out)!r}, exit_code={out.details.exit_code}"
+        )
     if command.startswith("echo"):
         assert "partial" in text_of(out), "the output before the failure must be kept"
 

@@ -303,6 +303,12 @@ def test_the_system_prompt_describes_the_registry_it_is_given(
         )
 
 
+def names(prompt: str, path: str) -> bool:
+    """Whether ``path`` is a word of ``prompt``: quotes or punctuation right next to it do
+    not matter, more of a path (a trailing separator) does."""
+    return path in [word.strip("'\"`.,:;()") or word for word in prompt.split()]
+
+
 @pytest.mark.parametrize(
     "given", ["./{name}", "{name}/../{name}", "../{parent}/{name}", "{ws}/./sub/..", "{ws}//"]
 )
@@ -313,10 +319,11 @@ def test_the_system_prompt_names_the_workspace_by_its_normalised_absolute_path(
     cwd = given.format(name=workspace.name, parent=workspace.parent.name, ws=workspace)
     prompt = build_system_prompt(cwd, create_coding_tools(workspace))
     joined = os.path.join(os.getcwd(), cwd)
-    assert str(workspace) in prompt and joined not in prompt, (
+    assert names(prompt, str(workspace)) and joined not in prompt, (
         f"the system prompt names the workspace {cwd!r} by its absolute path, normalised "
-        f"(os.path.abspath(cwd)): {str(workspace)!r}, not {joined!r}, a name with '.' or '..' "
-        "in it that a command cannot always follow"
+        f"(os.path.abspath(cwd)): {str(workspace)!r} as a word of its own, not {joined!r}, "
+        "a name with '.' or '..' in it that a command cannot always follow, and with no "
+        f"trailing separator. The prompt begins: {prompt[:200]!r}"
     )
 
 
@@ -350,8 +357,7 @@ def test_the_system_prompt_names_the_root_folder_as_a_slash() -> None:
     # "/" is a workspace too (a container's whole file system). Its absolute path is "/";
     # stripping a trailing separator leaves nothing, and the prompt names no folder at all.
     prompt = build_system_prompt("/", create_coding_tools("/"))
-    words = [word.strip("'\"`.,:;()") or word for word in prompt.split()]
-    assert "/" in words, (
+    assert names(prompt, "/"), (
         "the system prompt names the workspace '/' as '/', a word of its own: never strip "
         "the separator off os.path.abspath(cwd), which has no trailing one to strip except "
         f"for the root. The prompt begins: {prompt[:200]!r}"

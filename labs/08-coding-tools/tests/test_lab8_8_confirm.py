@@ -111,6 +111,24 @@ def test_a_new_file_shows_an_all_added_diff_and_a_declined_one_is_not_created(
     ]
 
 
+def test_emptying_a_file_shows_its_b_path_not_dev_null(workspace: Path) -> None:
+    (workspace / "notes.txt").write_text("a\nb\n")
+    approver = Approver(False)
+    out = call_now(tools(workspace, approver), "write", path="notes.txt", content="")
+    (request,) = approver.requests
+    assert request.diff is not None and request.diff.splitlines() == [
+        "--- a/notes.txt",
+        "+++ b/notes.txt",
+        "@@ -1,2 +0,0 @@",
+        "-a",
+        "-b",
+    ], (
+        "emptying a file changes it; the file stays, so its new side is b/notes.txt (only "
+        f"the old side of a file that does not exist yet is /dev/null). Got: {request.diff!r}"
+    )
+    assert out.is_error and (workspace / "notes.txt").read_text() == "a\nb\n"
+
+
 def test_filling_an_empty_file_shows_a_change_not_a_new_file(workspace: Path) -> None:
     (workspace / "empty.txt").write_text("")
     approver = Approver(False)
@@ -326,6 +344,28 @@ def test_a_diff_is_capped_with_a_notice(workspace: Path) -> None:
 
 
 # ---------------------------------------------------------------- edit
+
+
+def test_an_edit_shows_exactly_its_unified_diff(workspace: Path) -> None:
+    (workspace / "f").write_text("a\nb\nc\nd\ne\n")
+    approver = Approver(False)
+    out = call_now(tools(workspace, approver), "edit", path="f", old_text="b", new_text="B")
+    (request,) = approver.requests
+    assert request.diff is not None and request.diff.splitlines() == [
+        "--- a/f",
+        "+++ b/f",
+        "@@ -1,5 +1,5 @@",
+        " a",
+        "-b",
+        "+B",
+        " c",
+        " d",
+        " e",
+    ], (
+        "an edit shows the unified diff of the whole file: a/ and b/ headers, 3 lines of "
+        f"context, the old line then the new one. Got: {request.diff!r}"
+    )
+    assert out.is_error and (workspace / "f").read_text() == "a\nb\nc\nd\ne\n"
 
 
 def test_an_edit_shows_distant_changes_as_separate_hunks(workspace: Path) -> None:
@@ -544,6 +584,7 @@ async def ask(confirm: Confirm, request: ConfirmRequest) -> bool:
         ("", False),
         ("maybe\n", False),
         ("yes please\n", False),
+        ("yeah\n", False),
     ],
 )
 def test_the_terminal_approver_shows_the_diff_in_colour_and_defaults_to_no(
@@ -643,4 +684,27 @@ def test_the_terminal_approver_reads_the_answer_off_the_event_loop() -> None:
     assert threading.get_ident() not in answers.readers, (
         "readline blocks until the person answers; on the event loop's thread it would "
         "freeze every other task meanwhile: read it in a worker thread (asyncio.to_thread)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("typed", "approved"), [("", False), ("\n", False), ("y\n", True)], ids=["eof", "enter", "y"]
+)
+def test_the_terminal_approver_reads_stdin_when_given_no_answers(
+    monkeypatch: pytest.MonkeyPatch, typed: str, approved: bool
+) -> None:
+    stdin = RecordingAnswers(typed)
+    monkeypatch.setattr("sys.stdin", stdin)
+    confirm = terminal_confirmer(console=Console(file=io.StringIO(), width=80))
+    try:
+        answer = run(ask(confirm, ConfirmRequest("bash", command="make test")))
+    except Exception as error:
+        raise AssertionError(
+            f"with no answers given, the approver reads sys.stdin; typing {typed!r} "
+            f"raised {error!r}: the end of input (readline gives '') declines, never raises"
+        ) from error
+    assert answer is approved, f"typing {typed!r} must {'approve' if approved else 'decline'}"
+    assert stdin.readers and threading.get_ident() not in stdin.readers, (
+        "with no answers given, read the answer from sys.stdin with readline, in a worker "
+        "thread (never input() or a read on the event loop's thread, which freezes it)"
     )

@@ -409,6 +409,20 @@ def test_the_lines_of_several_matches_count_a_leading_empty_line(workspace: Path
     refused(out, path, data, "edits[0]", "matches 2 times", "lines 2, 4")
 
 
+def test_matches_are_counted_one_by_one_and_their_lines_once_each(workspace: Path) -> None:
+    path = workspace / "twice.txt"
+    data = b"x\nab ab\ny\nab\n"
+    path.write_bytes(data)
+    tools = session(workspace)
+    read(tools, "twice.txt")
+    out = edit(tools, "twice.txt", old_text="ab", new_text="cd")
+    refused(out, path, data, "edits[0]", "matches 3 times")
+    assert "lines 2, 4" in text_of(out) and "2, 2" not in text_of(out), (
+        "two matches on line 2 and one on line 4 are 3 matches, on lines 2, 4: count every "
+        "occurrence, and name each line once, in order. Got: " + repr(text_of(out))
+    )
+
+
 def test_the_lines_of_several_matches_are_counted_like_read(workspace: Path) -> None:
     path = workspace / "odd.txt"
     data = "form\x0cfeed and line\u2028separator\nvalue\nother\nvalue\n".encode()

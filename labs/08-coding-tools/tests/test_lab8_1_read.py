@@ -876,8 +876,19 @@ class ListenerCount(AbortSignal):
         ("f.txt", 9, 48_000),
         ("f.txt", 1, 5),
         ("latin1.txt", 1, 48_000),
+        ("a\0b", 1, 48_000),
+        ("x\udcff", 1, 48_000),
     ],
-    ids=["success", "error", "binary", "offset-beyond", "too-small", "not-utf8"],
+    ids=[
+        "success",
+        "error",
+        "binary",
+        "offset-beyond",
+        "too-small",
+        "not-utf8",
+        "nul-in-path",
+        "surrogate-in-path",
+    ],
 )
 def test_a_read_leaves_no_listener_on_the_signal(
     workspace: Path, path: str, offset: int, budget: int
@@ -887,6 +898,7 @@ def test_a_read_leaves_no_listener_on_the_signal(
     (workspace / "latin1.txt").write_bytes(b"caf\xe9\n")
     signal = ListenerCount()
     arguments = {"path": path, "offset": offset}
+    # A path resolve_path refuses too: the read ends before any file is opened.
     out = run(call(tools(workspace, max_read_bytes=budget), "read", arguments, signal=signal))
     assert out.is_error == ((path, offset, budget) != ("f.txt", 1, 48_000)), text_of(out)
     assert signal.active == 0, (

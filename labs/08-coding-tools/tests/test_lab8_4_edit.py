@@ -325,18 +325,37 @@ def test_a_near_miss_is_no_match(workspace: Path, app: Path, near_miss: str) -> 
     unchanged(app, before, inode)
 
 
-def test_another_unicode_form_is_no_match(workspace: Path) -> None:
+@pytest.mark.parametrize(
+    ("in_file", "in_old_text"),
+    [("cafe\u0301", "caf\u00e9"), ("caf\u00e9", "cafe\u0301")],
+    ids=["file-decomposed", "file-composed"],
+)
+def test_another_unicode_form_is_no_match(workspace: Path, in_file: str, in_old_text: str) -> None:
     menu = workspace / "menu.txt"
-    menu.write_text("cafe\u0301 au lait\n")  # the accent decomposed, as macOS names files
+    menu.write_text(f"{in_file} au lait\n")  # decomposed is how macOS names files
     before, inode = menu.read_bytes(), menu.stat().st_ino
-    out = edit(workspace, path="menu.txt", old_text="caf\u00e9", new_text="tea")
+    out = edit(workspace, path="menu.txt", old_text=in_old_text, new_text="tea")
     assert out.is_error and "no match" in text_of(out), (
-        "invariant: old_text matches exactly or not at all: 'caf\u00e9' (composed) occurs "
-        "nowhere in a file that holds 'cafe\u0301' (decomposed), so the edit says 'no "
-        "match': no Unicode normalisation (the model reads the file again). Got: "
-        f"{text_of(out)!r}"
+        f"invariant: old_text matches exactly or not at all: {in_old_text!r} occurs nowhere "
+        f"in a file that holds {in_file!r} (the other Unicode form), so the edit says 'no "
+        "match': no Unicode normalisation of the file or of old_text (the model reads the "
+        f"file again). Got: {text_of(out)!r}"
     )
     unchanged(menu, before, inode)
+
+
+def test_lf_text_is_no_match_in_a_crlf_file(workspace: Path) -> None:
+    dos = workspace / "dos.txt"
+    dos.write_bytes(b"one\r\ntwo\r\nthree\r\n")
+    before, inode = dos.read_bytes(), dos.stat().st_ino
+    out = edit(workspace, path="dos.txt", old_text="one\ntwo", new_text="ONE\nTWO")
+    assert out.is_error and "no match" in text_of(out), (
+        "invariant: old_text matches exactly or not at all: 'one\\ntwo' occurs nowhere in a "
+        "file whose lines end with \\r\\n, so the edit says 'no match' (never try again "
+        "with other line endings: matching them loosely is 8.9's careful edit). Got: "
+        f"{text_of(out)!r}"
+    )
+    unchanged(dos, before, inode)
 
 
 def test_a_missing_file_is_an_error_that_suggests_write(workspace: Path) -> None:

@@ -399,27 +399,24 @@ def test_only_old_text_with_a_line_number_prefix_gets_the_prefix_hint(
     )
 
 
-def test_the_lines_of_several_matches_count_a_leading_empty_line(workspace: Path) -> None:
-    path = workspace / "blank.txt"
-    data = b"\nvalue\nother\nvalue\n"
+@pytest.mark.parametrize(
+    ("data", "old_text", "count"),
+    [(b"\nvalue\nother\nvalue\n", "value", 2), (b"x\nab ab\ny\nab\n", "ab", 3)],
+    ids=["leading-empty-line", "two-on-one-line"],
+)
+def test_several_matches_are_counted_one_by_one_and_name_each_line_once(
+    workspace: Path, data: bytes, old_text: str, count: int
+) -> None:
+    path = workspace / "several.txt"
     path.write_bytes(data)
     tools = session(workspace)
-    read(tools, "blank.txt")
-    out = edit(tools, "blank.txt", old_text="value", new_text="v")
-    refused(out, path, data, "edits[0]", "matches 2 times", "lines 2, 4")
-
-
-def test_matches_are_counted_one_by_one_and_their_lines_once_each(workspace: Path) -> None:
-    path = workspace / "twice.txt"
-    data = b"x\nab ab\ny\nab\n"
-    path.write_bytes(data)
-    tools = session(workspace)
-    read(tools, "twice.txt")
-    out = edit(tools, "twice.txt", old_text="ab", new_text="cd")
-    refused(out, path, data, "edits[0]", "matches 3 times")
+    read(tools, "several.txt")
+    out = edit(tools, "several.txt", old_text=old_text, new_text="v")
+    refused(out, path, data, "edits[0]", f"matches {count} times")
     assert "lines 2, 4" in text_of(out) and "2, 2" not in text_of(out), (
-        "two matches on line 2 and one on line 4 are 3 matches, on lines 2, 4: count every "
-        "occurrence, and name each line once, in order. Got: " + repr(text_of(out))
+        f"{old_text!r} occurs {count} times, on lines 2 and 4 (a leading empty line is line "
+        "1): count every occurrence, two on one line as two, and name each line once, in "
+        f"order, as read numbers them. Got: {text_of(out)!r}"
     )
 
 

@@ -919,6 +919,7 @@ def test_a_read_leaves_no_listener_on_the_signal(
         ("latin1", 1, 48_000),
         ("text", 9, 48_000),
         ("text", 1, 5),
+        ("aborted", 1, 48_000),
     ],
     ids=[
         "directory",
@@ -929,6 +930,7 @@ def test_a_read_leaves_no_listener_on_the_signal(
         "not-utf8",
         "offset-beyond",
         "too-small",
+        "aborted-while-scanning",
     ],
 )
 def test_a_read_closes_every_descriptor_it_opened(
@@ -944,12 +946,18 @@ def test_a_read_closes_every_descriptor_it_opened(
         (workspace / path).write_bytes(content)
     target = workspace / path
     before = descriptors_on(monkeypatch, target)
-    out = call_now(tools(workspace, max_read_bytes=budget), "read", path=path, offset=offset)
+    if kind == "aborted":  # the person presses stop right after read's first look
+        arguments = {"path": path, "offset": offset}
+        signal = AbortsOnceLookedAt()
+        out = run(call(tools(workspace, max_read_bytes=budget), "read", arguments, signal=signal))
+        assert "aborted" in text_of(out), text_of(out)
+    else:
+        out = call_now(tools(workspace, max_read_bytes=budget), "read", path=path, offset=offset)
     assert out.is_error == ((kind, offset, budget) != ("text", 1, 48_000)), text_of(out)
     left = descriptors_on(monkeypatch, target) - before
     assert not left, (
         "invariant: nothing left behind: read closes the descriptor it opened on every path, "
-        "also when it refuses the file after fstat (a directory, a FIFO, a device) or a "
-        "check of its content (close it in a `finally`); a descriptor from os.open is never "
-        f"closed for you. Still open on {path}: {sorted(left)}"
+        "also when it refuses the file after fstat (a directory, a FIFO, a device), a "
+        "check of its content or an abort during the scan (close it in a `finally`); a "
+        f"descriptor from os.open is never closed for you. Still open on {path}: {sorted(left)}"
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import os
 import stat
 import threading
@@ -425,6 +426,21 @@ def test_invalid_utf8_is_refused_and_the_file_is_unchanged(workspace: Path, cont
     unchanged(path, content, inode)
 
 
+def test_a_bad_byte_past_the_first_mebibyte_is_refused_too(workspace: Path) -> None:
+    path = workspace / "big.txt"
+    data = bytearray(b"HELLO\n" + b"x" * (2 * 2**20))
+    data[3 * 2**19] = 0xFF  # at 1.5 MiB: in the second chunk of any reader of 1 MiB chunks
+    path.write_bytes(bytes(data))
+    inode = path.stat().st_ino
+    out = edit(workspace, path="big.txt", old_text="HELLO", new_text="HI")
+    assert out.is_error and "UTF-8" in text_of(out), (
+        "invariant: the whole file must be valid UTF-8, not only its first chunk: feed every "
+        "chunk to the incremental decoder and finish it (final=True) at the end. Got: "
+        f"{text_of(out)!r}"
+    )
+    unchanged(path, bytes(data), inode)
+
+
 def test_edit_reads_the_file_inside_its_lane(
     workspace: Path, app: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -671,6 +687,66 @@ def test_edits_from_two_event_loops_are_never_lost(workspace: Path) -> None:
     )
 
 
+@pytest.mark.challenge
+def test_an_edit_through_a_link_locks_the_folder_of_the_real_file(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (workspace / "a").mkdir()
+    (workspace / "b").mkdir()
+    real = workspace / "a" / "real.txt"
+    real.write_text("value: one\n")
+    (workspace / "b" / "link.txt").symlink_to(os.path.join("..", "a", "real.txt"))
+    folder = os.stat(workspace / "a")
+    waiting = threading.Event()  # the edit found a/'s lock held (files.directory_lock)
+    real_flock = fcntl.flock
+
+    def flock(fd: int, operation: int) -> None:
+        try:
+            real_flock(fd, operation)
+        except BlockingIOError:
+            info = os.fstat(fd)
+            if (info.st_dev, info.st_ino) == (folder.st_dev, folder.st_ino):
+                waiting.set()
+            raise
+
+    monkeypatch.setattr(fcntl, "flock", flock)
+    results: list[ToolOutput] = []
+    crashes: list[BaseException] = []
+
+    def edit_through_the_link() -> None:
+        try:
+            results.append(edit(workspace, path="b/link.txt", old_text="one", new_text="two"))
+        except BaseException as error:  # noqa: BLE001 (re-raised in the test thread)
+            crashes.append(error)
+
+    # Another process's writer holds a/'s lock; the edit runs in a loop of its own meanwhile.
+    gate = os.open(workspace / "a", os.O_RDONLY)
+    try:
+        real_flock(gate, fcntl.LOCK_EX)
+        editor = threading.Thread(target=edit_through_the_link)
+        editor.start()
+        waiting.wait(10)  # files.directory_lock retries without blocking: this is seen
+        if crashes:
+            raise crashes[0]
+        assert editor.is_alive(), (
+            "the edit finished while another writer held the lock of the folder of the file "
+            f"it changes: {results and text_of(results[0])!r}"
+        )
+        (workspace / "a" / "other.tmp").write_text("value: three\n")
+        os.replace(workspace / "a" / "other.tmp", real)  # that writer's change
+    finally:
+        os.close(gate)  # releases the lock
+    editor.join(60)
+    if crashes:
+        raise crashes[0]
+    assert real.read_text() == "value: three\n", (
+        "invariant: an edit holds the lock of the folder of the file it really changes (the "
+        "folder of its real path, as write_atomic locks it) from its read to its rename; "
+        "through a symlink, the link's folder is another folder, so another writer's change "
+        f"landed between the edit's read and its rename and was lost. Now: {real.read_text()!r}"
+    )
+
+
 def test_a_file_of_several_megabytes_is_edited_whole(workspace: Path) -> None:
     path = workspace / "app.py"
     body = "".join(f"line {n:07d} of a long generated file\n" for n in range(80_000))  # 3 MiB
@@ -701,6 +777,11 @@ def _app_in_a_folder(workspace: Path) -> str:
     (workspace / "src").mkdir()
     (workspace / "src" / "app.py").write_text(SOURCE)
     return "src/app.py"
+
+
+def _app_by_a_loose_name(workspace: Path) -> str:
+    _app_in_a_folder(workspace)
+    return "./src//app.py"  # named as given, not as src/app.py
 
 
 def _missing(workspace: Path) -> str:
@@ -736,6 +817,11 @@ NAMED_CASES: dict[str, tuple[Callable[[Path], str], dict[str, Any], bool]] = {
     # id: (prepare the workspace and return the path to give, edit arguments, abort first)
     "applied": (_app, {"old_text": "'hello '", "new_text": "'hi '"}, False),
     "applied-in-a-folder": (_app_in_a_folder, {"old_text": "'hello '", "new_text": "'hi '"}, False),
+    "applied-by-a-loose-name": (
+        _app_by_a_loose_name,
+        {"old_text": "'hello '", "new_text": "'hi '"},
+        False,
+    ),
     "no-match": (_app, {"old_text": "goodbye", "new_text": "x"}, False),
     "several-matches": (_app, {"old_text": "greet", "new_text": "x"}, False),
     "not-utf8": (_not_utf8, {"old_text": "name", "new_text": "title"}, False),

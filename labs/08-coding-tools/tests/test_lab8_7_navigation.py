@@ -498,6 +498,12 @@ def test_glob_with_no_match_says_so_and_bad_patterns_are_errors(project: Path) -
             "a pattern that climbs with '..' is refused wherever the '..' stands, not only at "
             "its start"
         )
+    for blank in ("   ", "\t"):
+        refused = glob(project, blank)
+        assert refused.is_error and "empty" in text_of(refused), (
+            f"a pattern of whitespace alone ({blank!r}) is refused as empty, as the handout "
+            f"says, never searched. Got: {text_of(refused)!r}"
+        )
     for path, says in (("README.md", "is a file, not a directory"), ("missing", "File not found")):
         out = glob(project, "*", path=path)
         assert out.is_error and path in text_of(out) and says in text_of(out), (

@@ -30,7 +30,7 @@ from picourse.coding_tools import (
     terminal_confirmer,
 )
 from picourse.coding_tools.options import Containment
-from picourse.tool import ToolRegistry
+from picourse.tool import ToolOutput, ToolRegistry
 from queue_probe import QueueProbe
 
 pytestmark = pytest.mark.lab8_8
@@ -50,6 +50,15 @@ class Approver:
 
 def tools(workspace: Path, approver: Any) -> ToolRegistry:
     return create_coding_tools(workspace, confirm=approver)
+
+
+def declined_diff(workspace: Path, tool: str, **arguments: Any) -> tuple[ToolOutput, str]:
+    """The result of one call that a declining approver was asked about, and its diff."""
+    approver = Approver(False)
+    out = call_now(tools(workspace, approver), tool, **arguments)
+    (request,) = approver.requests
+    assert request.diff is not None, f"{tool} of a file asks with a diff: {request!r}"
+    return out, request.diff
 
 
 def numbered(count: int) -> str:
@@ -95,14 +104,11 @@ def test_a_declined_write_changes_nothing_and_says_so(workspace: Path) -> None:
 def test_a_new_file_shows_an_all_added_diff_and_a_declined_one_is_not_created(
     workspace: Path,
 ) -> None:
-    approver = Approver(False)
-    out = call_now(tools(workspace, approver), "write", path="new/hello.py", content="a\nb\n")
+    out, diff = declined_diff(workspace, "write", path="new/hello.py", content="a\nb\n")
     assert out.is_error and not (workspace / "new").exists(), (
         "a declined new file is not created, nor the folders it would need"
     )
-    (request,) = approver.requests
-    assert request.diff is not None
-    assert request.diff.splitlines() == [
+    assert diff.splitlines() == [
         "--- /dev/null",
         "+++ b/new/hello.py",
         "@@ -0,0 +1,2 @@",
@@ -113,10 +119,8 @@ def test_a_new_file_shows_an_all_added_diff_and_a_declined_one_is_not_created(
 
 def test_emptying_a_file_shows_its_b_path_not_dev_null(workspace: Path) -> None:
     (workspace / "notes.txt").write_text("a\nb\n")
-    approver = Approver(False)
-    out = call_now(tools(workspace, approver), "write", path="notes.txt", content="")
-    (request,) = approver.requests
-    assert request.diff is not None and request.diff.splitlines() == [
+    out, diff = declined_diff(workspace, "write", path="notes.txt", content="")
+    assert diff.splitlines() == [
         "--- a/notes.txt",
         "+++ b/notes.txt",
         "@@ -1,2 +0,0 @@",
@@ -124,25 +128,22 @@ def test_emptying_a_file_shows_its_b_path_not_dev_null(workspace: Path) -> None:
         "-b",
     ], (
         "emptying a file changes it; the file stays, so its new side is b/notes.txt (only "
-        f"the old side of a file that does not exist yet is /dev/null). Got: {request.diff!r}"
+        f"the old side of a file that does not exist yet is /dev/null). Got: {diff!r}"
     )
     assert out.is_error and (workspace / "notes.txt").read_text() == "a\nb\n"
 
 
 def test_filling_an_empty_file_shows_a_change_not_a_new_file(workspace: Path) -> None:
     (workspace / "empty.txt").write_text("")
-    approver = Approver(False)
-    call_now(tools(workspace, approver), "write", path="empty.txt", content="a\n")
-    (request,) = approver.requests
-    assert request.diff is not None and request.diff.splitlines() == [
+    _, diff = declined_diff(workspace, "write", path="empty.txt", content="a\n")
+    assert diff.splitlines() == [
         "--- a/empty.txt",
         "+++ b/empty.txt",
         "@@ -0,0 +1 @@",
         "+a",
     ], (
         "the file exists, though empty: its old side is a/empty.txt (only a file that does "
-        f"not exist, old None, is /dev/null; test old is None, not falsiness). Got: "
-        f"{request.diff!r}"
+        f"not exist, old None, is /dev/null; test old is None, not falsiness). Got: {diff!r}"
     )
 
 
@@ -348,10 +349,8 @@ def test_a_diff_is_capped_with_a_notice(workspace: Path) -> None:
 
 def test_an_edit_shows_exactly_its_unified_diff(workspace: Path) -> None:
     (workspace / "f").write_text("a\nb\nc\nd\ne\n")
-    approver = Approver(False)
-    out = call_now(tools(workspace, approver), "edit", path="f", old_text="b", new_text="B")
-    (request,) = approver.requests
-    assert request.diff is not None and request.diff.splitlines() == [
+    out, diff = declined_diff(workspace, "edit", path="f", old_text="b", new_text="B")
+    assert diff.splitlines() == [
         "--- a/f",
         "+++ b/f",
         "@@ -1,5 +1,5 @@",
@@ -363,7 +362,7 @@ def test_an_edit_shows_exactly_its_unified_diff(workspace: Path) -> None:
         " e",
     ], (
         "an edit shows the unified diff of the whole file: a/ and b/ headers, 3 lines of "
-        f"context, the old line then the new one. Got: {request.diff!r}"
+        f"context, the old line then the new one. Got: {diff!r}"
     )
     assert out.is_error and (workspace / "f").read_text() == "a\nb\nc\nd\ne\n"
 

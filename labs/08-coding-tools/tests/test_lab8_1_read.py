@@ -465,6 +465,17 @@ def test_unreadable_targets_are_clear_error_results(
     )
 
 
+def test_the_first_line_that_is_not_utf8_is_named(workspace: Path) -> None:
+    # Lines 2 and 4 are not UTF-8: the error names line 2, the first of the window.
+    (workspace / "f.txt").write_bytes(b"ok\ncaf\xe9\nok\nna\xefve\nok\n")
+    out = call_now(tools(workspace), "read", path="f.txt")
+    assert out.is_error and "line 2" in text_of(out) and "line 4" not in text_of(out), (
+        "invariant: the error names the first line of the window that is not UTF-8 (line "
+        "2 here, not line 4): stop at the first line that fails to decode; got: "
+        f"{text_of(out)}"
+    )
+
+
 @pytest.mark.parametrize(("nul_at", "binary"), [(8191, True), (8192, False)])
 def test_only_a_nul_in_the_first_8192_bytes_makes_a_file_binary(
     workspace: Path, nul_at: int, binary: bool

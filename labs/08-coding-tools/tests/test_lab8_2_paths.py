@@ -300,21 +300,33 @@ WORKSPACE_SPELLINGS = {
     "trailing-dot": "{ws}/.",
     "dot-dot-back-in": "{ws}/sub/..",
     "leading-double-slash": "/{ws}",
+    "relative": "{name}",  # from the folder above it
 }
 
 
 @pytest.mark.parametrize("spelling", list(WORKSPACE_SPELLINGS))
-def test_any_spelling_of_the_workspace_holds_its_files(workspace: Path, spelling: str) -> None:
+def test_any_spelling_of_the_workspace_holds_its_files(
+    workspace: Path, spelling: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     (workspace / "sub").mkdir()
     (workspace / "a.txt").write_text("inside\n")
-    given = WORKSPACE_SPELLINGS[spelling].format(ws=workspace)
-    reads_inside(
-        given,
-        ("a.txt", str(workspace / "a.txt")),
+    if spelling == "relative":
+        monkeypatch.chdir(workspace.parent)
+    given = WORKSPACE_SPELLINGS[spelling].format(ws=workspace, name=workspace.name)
+    rule = (
         f"the workspace spelt {given!r} ({spelling}) is the same folder: normalise both "
-        "sides the same way before comparing (os.path.commonpath of the workspace alone "
-        "is how commonpath spells it)",
+        "sides the same way before comparing (os.path.commonpath of the workspace's "
+        "os.path.abspath is how commonpath spells it)"
     )
+    reads_inside(given, ("a.txt", str(workspace / "a.txt")), rule)
+    # ensure_inside_workspace itself, given the workspace as spelt (the tools hand it an
+    # absolute one): its file is inside, its sibling's is not.
+    try:
+        ensure_inside_workspace(given, str(workspace / "a.txt"))
+    except (WorkspaceEscapeError, ValueError) as error:
+        raise AssertionError(f"{rule}. ensure_inside_workspace raised {error!r}") from error
+    with pytest.raises(WorkspaceEscapeError, match="escapes the workspace"):
+        ensure_inside_workspace(given, str(workspace.parent / "a.txt"))
 
 
 # The workspace "café" (é as one code point, NFC) and a sibling spelt otherwise.

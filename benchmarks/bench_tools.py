@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import resource
 import shutil
@@ -46,6 +47,7 @@ def main() -> int:
         results = [
             *bench_read(work, options.repeat),
             *bench_bash(work, solved),
+            *bench_bash_timeout(work, options.repeat),
             *bench_edit(work, options.repeat),
         ]
     finally:
@@ -212,6 +214,39 @@ def bench_bash(work: Path, solved: Path) -> list[tuple[str, float, float, str]]:
             f"({seconds['tool'] / seconds['null']:.1f}x)",
         ),
         ("bash: process growth printing 1 GiB, MiB", grown, 64, "ru_maxrss"),
+    ]
+
+
+def bench_bash_timeout(work: Path, repeat: int) -> list[tuple[str, float, float, str]]:
+    """A timeout whose command leaves at the first SIGTERM: the grace ends when the group is
+    gone, so the call ends about when a plain subprocess run with the same timeout does
+    (which kills at once), not a whole grace (about 1 s) later."""
+    from picourse.coding_tools import BashDetails, create_coding_tools
+    from picourse.tool import ToolContext, ToolOutput
+
+    bash = create_coding_tools(work, "unrestricted", bash_timeout_ms=200).get("bash")
+    assert bash is not None
+    arguments = bash.schema.validate({"command": "sleep 30"})
+
+    async def execute() -> ToolOutput:
+        return await bash.execute(arguments, ToolContext("b"))
+
+    def with_tool() -> None:
+        output = asyncio.run(execute())
+        assert isinstance(output.details, BashDetails) and output.details.timed_out, output
+
+    def plain() -> None:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            subprocess.run(["bash", "-c", "sleep 30"], timeout=0.2, check=False)
+
+    tool_seconds, plain_seconds = median_seconds(with_tool, plain, repeat=repeat)
+    return [
+        (
+            "bash: a 200 ms timeout obeyed at SIGTERM vs subprocess.run(timeout=0.2)",
+            tool_seconds / plain_seconds,
+            1.5,
+            f"tool {tool_seconds:.3f}s, subprocess.run {plain_seconds:.3f}s",
+        )
     ]
 
 

@@ -12,6 +12,7 @@ import errno
 import itertools
 import mmap
 import os
+import threading
 import time
 import tracemalloc
 from collections.abc import Callable
@@ -817,6 +818,22 @@ def test_an_abort_during_the_scan_ends_the_read(workspace: Path) -> None:
         )
 
 
+def on_each_read(monkeypatch: pytest.MonkeyPatch, before_read: Callable[[int], None]) -> None:
+    """Call ``before_read(fd)`` before every read through os.read (or pread, readv,
+    preadv): a scan that reads another way is not seen."""
+
+    def spy(real: Callable[..., Any]) -> Callable[..., Any]:
+        def read(fd: int, *args: Any, **kwargs: Any) -> Any:
+            before_read(fd)
+            return real(fd, *args, **kwargs)
+
+        return read
+
+    for name in ("read", "pread", "readv", "preadv"):
+        if hasattr(os, name):
+            monkeypatch.setattr(os, name, spy(getattr(os, name)))
+
+
 @pytest.mark.challenge
 def test_an_abort_between_chunks_ends_the_scan_before_the_next_one(
     workspace: Path, monkeypatch: pytest.MonkeyPatch
@@ -832,20 +849,14 @@ def test_an_abort_between_chunks_ends_the_scan_before_the_next_one(
     # The person presses stop while the third read of the file is under way: reads through
     # os.read (or pread, readv, preadv) are counted, so a scan that reads another way is not
     # checked here; the abort before or at the first chunk is the test above.
-    def spy(real: Callable[..., Any]) -> Callable[..., Any]:
-        def read(fd: int, *args: Any, **kwargs: Any) -> Any:
-            with contextlib.suppress(OSError):
-                if os.fstat(fd).st_ino == inode:
-                    reads["after" if controller.signal.aborted else "before"] += 1
-                    if reads["before"] == 3 and not controller.signal.aborted:
-                        controller.abort("user pressed stop")
-            return real(fd, *args, **kwargs)
+    def before_read(fd: int) -> None:
+        with contextlib.suppress(OSError):
+            if os.fstat(fd).st_ino == inode:
+                reads["after" if controller.signal.aborted else "before"] += 1
+                if reads["before"] == 3 and not controller.signal.aborted:
+                    controller.abort("user pressed stop")
 
-        return read
-
-    for name in ("read", "pread", "readv", "preadv"):
-        if hasattr(os, name):
-            monkeypatch.setattr(os, name, spy(getattr(os, name)))
+    on_each_read(monkeypatch, before_read)
     out = run(call(tools(workspace), "read", {"path": "sparse.log"}, signal=controller.signal))
     if reads["before"] >= 3:
         assert out.is_error and "aborted" in text_of(out) and reads["after"] <= 1, (
@@ -854,6 +865,60 @@ def test_an_abort_between_chunks_ends_the_scan_before_the_next_one(
             f"It read {reads['after']} more chunk(s) after the abort and returned: "
             f"{text_of(out)[:200]!r}"
         )
+
+
+@pytest.mark.challenge
+def test_an_abort_of_one_read_leaves_another_read_scanning(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lines = 3 * 2**19  # 3 MiB of short lines: each scan reads several chunks
+    for name in ("kept.log", "stopped.log"):
+        (workspace / name).write_bytes(b"x\n" * lines)
+    names = {(workspace / name).stat().st_ino: name for name in ("kept.log", "stopped.log")}
+    reads = {"kept.log": 0, "stopped.log": 0}
+    kept_settled = threading.Event()  # the kept read is in the middle of its scan, or done
+    stopped_done = threading.Event()  # the stopped read has returned
+    controller = AbortController()
+
+    # The kept read pauses at its second read of the file; meanwhile the other read is
+    # aborted at its own second read and returns. Reads through os.read (or pread, readv,
+    # preadv) are seen; a scan that reads another way is not checked here.
+    def before_read(fd: int) -> None:
+        name = None
+        with contextlib.suppress(OSError):
+            name = names.get(os.fstat(fd).st_ino)
+        if name is not None:
+            reads[name] += 1
+            if name == "kept.log" and reads[name] == 2:
+                kept_settled.set()
+                stopped_done.wait(10)
+            elif name == "stopped.log" and reads[name] == 2:
+                controller.abort("user pressed stop")
+
+    on_each_read(monkeypatch, before_read)
+
+    async def both() -> tuple[ToolOutput, ToolOutput]:
+        registry = tools(workspace)
+        kept = asyncio.create_task(call(registry, "read", {"path": "kept.log"}))
+        kept.add_done_callback(lambda _: kept_settled.set())
+        await asyncio.to_thread(kept_settled.wait, 10)
+        try:
+            stopped = await call(
+                registry, "read", {"path": "stopped.log"}, signal=controller.signal
+            )
+        finally:
+            stopped_done.set()
+        return await kept, stopped
+
+    kept, stopped = run(both())
+    details = kept.details
+    assert not kept.is_error and isinstance(details, ReadDetails) and details.lines == lines, (
+        "invariant: an abort stops the read it was given to, and no other: keep the stop "
+        "flag per call (a new threading.Event in each read), never one flag for every "
+        f"read. The other read, aborted while this one scanned, left it: {text_of(kept)[:200]!r}"
+    )
+    if reads["stopped.log"] >= 2:
+        assert stopped.is_error and "aborted" in text_of(stopped), text_of(stopped)[:200]
 
 
 class ListenerCount(AbortSignal):

@@ -310,6 +310,33 @@ def test_success_returns_stdout_and_stderr_and_runs_in_the_workspace(workspace: 
     assert out.details == BashDetails("echo hello; echo oops >&2; pwd", 0, False, False, False)
 
 
+def test_calls_side_by_side_each_show_their_own_output(workspace: Path) -> None:
+    registry = create_coding_tools(workspace)
+    # The first call prints, waits (at most 10 s) while the second runs whole, then prints.
+    first_command = (
+        "echo first-before; echo > first-waits; "
+        "for i in $(seq 1000); do [ -e second-done ] && break; sleep 0.01; done; "
+        "echo first-after"
+    )
+
+    async def side_by_side() -> tuple[ToolOutput, ToolOutput]:
+        first = asyncio.create_task(call(registry, "bash", {"command": first_command}))
+        try:
+            await wait_for_file(workspace / "first-waits", first)
+            second = await call(registry, "bash", {"command": "echo second-only"})
+        finally:
+            (workspace / "second-done").touch()
+        return await first, second
+
+    first, second = run(side_by_side())
+    assert "first-before" in text_of(first) and "first-after" in text_of(first), text_of(first)
+    assert "second-only" not in text_of(first) and "first" not in text_of(second), (
+        "invariant: each call's text is its own command's output alone: make a new "
+        "OutputBudget in each call (never one kept for the tool, or for a limit). The first "
+        f"call showed {text_of(first)!r}, the second {text_of(second)!r}"
+    )
+
+
 def test_no_output_gives_a_short_status(workspace: Path) -> None:
     out = call_now(create_coding_tools(workspace), "bash", command="true")
     assert not out.is_error

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from lab_helpers import run, spy_on_listeners
-from picourse.abort import AbortController
+from lab_helpers import call_now, run, spy_on_listeners, text_of
+from picourse.abort import AbortController, AbortSignal
 from picourse.agent_loop import AgentEvent, AgentRun
 from picourse.coding_tools import build_system_prompt, create_coding_tools, run_coding_agent
 from picourse.messages import (
@@ -28,6 +28,7 @@ from picourse.messages import (
     text,
     user_message,
 )
+from picourse.model import ModelRequest
 from picourse.scripted_model import ScriptedModel
 from picourse.tool import Tool, ToolOutput, ToolRegistry, object_schema, string
 
@@ -241,6 +242,22 @@ def test_an_edit_needs_no_read_first(project: Path) -> None:
     assert (project / "greet.py").read_text() == "print('hi')\n"
 
 
+def test_a_write_of_what_the_file_holds_answers_as_the_plain_tools_do(project: Path) -> None:
+    # The same call, made by the model in a run and then straight on create_coding_tools:
+    # the plain tools write it (no confirmation gate in 8.6), so both answers are the same.
+    write = ToolCall("w1", "write", {"path": "greet.py", "content": "print('hello')\n"})
+    turns = [assistant_message([write], "toolUse"), assistant_message([text("Done.")], "stop")]
+    result = run(run_coding_agent(ScriptedModel(turns), str(project), TASK))
+    in_the_run = result.messages[2]
+    assert isinstance(in_the_run, ToolResultMessage), result.messages
+    plain = call_now(create_coding_tools(project), "write", **write.arguments)
+    assert (in_the_run.text, in_the_run.is_error) == (text_of(plain), plain.is_error), (
+        "run_coding_agent's tools are create_coding_tools(cwd, containment) as it is: no "
+        "confirm, no careful edits, no other option. The same write answered "
+        f"{in_the_run.text!r} in the run and {text_of(plain)!r} from the plain tools"
+    )
+
+
 def test_a_workspace_that_does_not_exist_yet_still_runs(tmp_path: Path) -> None:
     missing = tmp_path / "not-yet"
     turns = [
@@ -413,6 +430,32 @@ def test_an_absolute_path_under_the_workspace_as_given_is_inside(
     assert (workspace / "note.txt").read_text() == "hi\n"
 
 
+class SignalRecordingModel(ScriptedModel):
+    """A scripted model that keeps the signal each request came with."""
+
+    def __init__(self, turns: list[AssistantMessage]) -> None:
+        super().__init__(turns)
+        self.signals: list[AbortSignal | None] = []
+
+    async def complete(
+        self, request: ModelRequest, signal: AbortSignal | None = None
+    ) -> AssistantMessage:
+        self.signals.append(signal)
+        return await super().complete(request, signal)
+
+
+@pytest.mark.parametrize("given", ["none", "the-callers"])
+def test_the_model_is_asked_with_the_signal_the_caller_gave(project: Path, given: str) -> None:
+    signal = AbortController().signal if given == "the-callers" else None
+    model = SignalRecordingModel([assistant_message([text("Nothing to do.")], "stop")])
+    run(run_coding_agent(model, str(project), TASK, signal=signal))
+    assert len(model.signals) == 1 and model.signals[0] is signal, (
+        "invariant: run_agent_loop gets the caller's signal unchanged, and the model is asked "
+        f"with it: {signal!r}, got {model.signals}. No signal is None (never a new "
+        "AbortSignal() of your own), and a given signal is that very object (no relay)"
+    )
+
+
 def test_the_abort_signal_reaches_the_loop(project: Path) -> None:
     aborted = AbortController()
     aborted.abort()
@@ -556,16 +599,38 @@ def test_each_prompt_lists_the_registry_it_is_given_now(workspace: Path) -> None
     )
 
 
-def test_a_run_leaves_no_listener_on_the_callers_signal(project: Path) -> None:
+def _failing_listener(event: AgentEvent) -> None:
+    raise RuntimeError("the listener failed")
+
+
+# How a run ends: at the model's stop, or raising (an exception of on_event, or the loop
+# refusing max_steps=0).
+RUN_ENDS: dict[str, dict[str, Any]] = {
+    "stop": {},
+    "on-event-raises": {"on_event": _failing_listener},
+    "max-steps-refused": {"max_steps": 0},
+}
+
+
+@pytest.mark.parametrize("end", list(RUN_ENDS))
+def test_a_run_leaves_no_listener_on_the_callers_signal(project: Path, end: str) -> None:
     controller = AbortController()
     listeners = spy_on_listeners(controller.signal)
-    result = run(
-        run_coding_agent(ScriptedModel(script()), str(project), TASK, signal=controller.signal)
+    coroutine = run_coding_agent(
+        ScriptedModel(script()), str(project), TASK, signal=controller.signal, **RUN_ENDS[end]
     )
-    assert result.reason == "stop" and listeners() == 0, (
-        f"{listeners()} listener(s) left on the caller's signal after the run: pass the "
-        "signal through unchanged (run_agent_loop and the tools remove what they add); a "
-        "relay of your own stays on the caller's signal for as long as it lives"
+    if end == "stop":
+        assert run(coroutine).reason == "stop"
+    else:
+        with pytest.raises((RuntimeError, ValueError)) as raised:
+            run(coroutine)
+        if isinstance(raised.value, NotImplementedError):
+            raise raised.value  # an unfinished stage shows as itself
+    assert listeners() == 0, (
+        f"{listeners()} listener(s) left on the caller's signal after a run that ended by "
+        f"{end}: pass the signal through unchanged (run_agent_loop and the tools remove what "
+        "they add); a relay or listener of your own stays on the caller's signal, also when "
+        "the run raises, unless it is removed in a finally block"
     )
 
 

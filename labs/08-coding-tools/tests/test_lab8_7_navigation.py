@@ -392,6 +392,16 @@ def test_a_gitignore_negation_brings_a_file_back(project: Path) -> None:
     )
 
 
+def test_a_gitignore_changed_since_the_last_search_counts_now(project: Path) -> None:
+    assert "notes.log" not in lines_of(glob(project, "*.log")), "*.log ignores notes.log"
+    (project / ".gitignore").write_text("build/\n")
+    assert lines_of(glob(project, "*.log")) == ["notes.log"], (
+        "invariant: each search reads the workspace root's .gitignore afresh; it no longer "
+        "ignores *.log, so notes.log is found now. Keep no parsed .gitignore from an "
+        "earlier search (no cache by workspace)"
+    )
+
+
 def test_a_gitignore_line_that_is_not_utf8_voids_only_itself(project: Path) -> None:
     (project / ".gitignore").write_bytes(b"*.log\ncaf\xe9/\nbuild/\n")
     out = glob(project, "**")

@@ -184,6 +184,16 @@ def test_identical_means_the_same_bytes_not_the_same_decoded_text(workspace: Pat
     )
 
 
+def test_bytes_that_are_not_utf8_show_in_the_diff_as_u_fffd(workspace: Path) -> None:
+    (workspace / "app.cfg").write_bytes(b"v = \xff\n")
+    _, diff = declined_diff(workspace, "write", path="app.cfg", content="v = 1\n")
+    assert "-v = \ufffd\n" in diff and "+v = 1\n" in diff, (
+        "invariant: the diff shows every byte of the old file; one that is not UTF-8 is "
+        'decoded with errors="replace" as U+FFFD (errors="ignore" drops it, so the '
+        f"person cannot see it is there). Got: {diff!r}"
+    )
+
+
 @pytest.mark.parametrize("tool", ["write", "edit"])
 def test_a_special_file_behind_the_gate_is_refused_by_its_name(workspace: Path, tool: str) -> None:
     os.mkfifo(workspace / "spool")

@@ -192,6 +192,22 @@ def test_a_new_file_behind_a_symlinked_directory_is_refused(workspace: Path, out
     refused(ToolOutput.error(str(raised.value)), "symlink")
 
 
+def test_a_dangling_symlink_that_stays_inside_is_allowed(workspace: Path) -> None:
+    os.symlink("new.txt", workspace / "later.txt")  # new.txt does not exist yet
+    try:
+        ensure_inside_workspace(str(workspace), str(workspace / "later.txt"))
+    except WorkspaceEscapeError as error:
+        raise AssertionError(
+            "invariant: a dangling symlink whose target lies inside the workspace is inside: "
+            "os.path.realpath follows it as far as it leads (to new.txt here), and that is "
+            f"what you compare. Got: {error}"
+        ) from error
+    out = call_now(create_coding_tools(workspace), "write", path="later.txt", content="hi\n")
+    assert not out.is_error and (workspace / "new.txt").read_text() == "hi\n", (
+        f"a write through a link that stays inside creates its target. Got: {text_of(out)}"
+    )
+
+
 def test_a_dangling_symlink_pointing_out_is_refused(workspace: Path, outside: Path) -> None:
     os.symlink(outside / "not-yet.txt", workspace / "later.txt")
     with pytest.raises(WorkspaceEscapeError) as raised:
@@ -327,6 +343,37 @@ def test_any_spelling_of_the_workspace_holds_its_files(
         raise AssertionError(f"{rule}. ensure_inside_workspace raised {error!r}") from error
     with pytest.raises(WorkspaceEscapeError, match="escapes the workspace"):
         ensure_inside_workspace(given, str(workspace.parent / "a.txt"))
+
+
+def test_a_target_given_with_dotdot_is_judged_lexically_when_called_directly(
+    workspace: Path, outside: Path
+) -> None:
+    # resolve_path hands over a normalised absolute path; a direct call may not.
+    for target in (f"{workspace}/../outside/secret.txt", f"{workspace}/sub/../../outside"):
+        with pytest.raises(WorkspaceEscapeError) as raised:
+            ensure_inside_workspace(str(workspace), target)
+        refused(ToolOutput.error(str(raised.value)), not_why="symlink")
+
+
+def test_a_relative_workspace_is_read_from_the_current_folder_on_every_check(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first, second = tmp_path / "first", tmp_path / "second"
+    for parent in (first, second):
+        (parent / "ws").mkdir(parents=True)
+    monkeypatch.chdir(first)
+    ensure_inside_workspace("ws", str(first / "ws" / "a.txt"))
+    monkeypatch.chdir(second)
+    try:
+        ensure_inside_workspace("ws", str(second / "ws" / "a.txt"))
+    except WorkspaceEscapeError as error:
+        raise AssertionError(
+            "invariant: a relative workspace names a folder of the current folder at the time "
+            "of the check: after a chdir, 'ws' is another folder. Make it absolute on every "
+            f"check; remember no root of an earlier one. Got: {error}"
+        ) from error
+    with pytest.raises(WorkspaceEscapeError, match="escapes the workspace"):
+        ensure_inside_workspace("ws", str(first / "ws" / "a.txt"))
 
 
 # The workspace "café" (é as one code point, NFC) and a sibling spelt otherwise.

@@ -1821,6 +1821,21 @@ def test_temp_files_of_killed_writers_are_removed(
     )
 
 
+def test_a_file_that_became_a_symlink_since_the_last_write_stays_one(workspace: Path) -> None:
+    registry = create_coding_tools(workspace)
+    assert not call_now(registry, "write", path="a.txt", content="first\n").is_error
+    (workspace / "b.txt").write_text("b\n")
+    os.replace(workspace / "a.txt", workspace / "old-a.txt")
+    os.symlink("b.txt", workspace / "a.txt")  # a.txt leads to b.txt now
+    out = call_now(registry, "write", path="a.txt", content="second\n")
+    assert not out.is_error and (workspace / "a.txt").is_symlink(), (
+        "invariant: a symlink stays a symlink, also one that was a plain file at the last "
+        "write: compute canonical_key(path) (the real path) on every call, never remember "
+        f"it. Got: {text_of(out)!r}, a.txt a symlink: {(workspace / 'a.txt').is_symlink()}"
+    )
+    assert (workspace / "b.txt").read_text() == "second\n", "the write goes to b.txt"
+
+
 def test_a_write_through_a_symlinked_file_makes_its_temp_file_beside_the_real_file(
     workspace: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

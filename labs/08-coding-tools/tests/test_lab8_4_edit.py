@@ -214,11 +214,15 @@ def test_a_bad_batch_is_refused_whole(
             [{"old_text": "goodbye", "new_text": "x"}, {"old_text": "", "new_text": "x"}],
             "edits[1]: old_text must not be empty",
         ),
+        ("../app.py", [], "edits must not be empty"),
+        ("../app.py", [{"old_text": "", "new_text": "x"}], "edits[0]: old_text must not be empty"),
     ],
     ids=[
         "empty-batch-missing-file",
         "empty-old-text-missing-file",
         "empty-old-text-after-no-match",
+        "empty-batch-path-outside",
+        "empty-old-text-path-outside",
     ],
 )
 def test_an_empty_batch_or_old_text_is_refused_before_the_file_is_read(
@@ -227,9 +231,9 @@ def test_an_empty_batch_or_old_text_is_refused_before_the_file_is_read(
     before, inode = app.read_bytes(), app.stat().st_ino
     out = call_now(create_coding_tools(workspace), "edit", path=path, edits=edits)
     assert out.is_error and message in text_of(out), (
-        f"invariant: an empty batch and an empty old_text are refused first, before the file "
-        f"is opened or any edit is tried: the error must say {message!r} whatever the file "
-        f"holds or whether it exists. Got: {text_of(out)!r}"
+        f"invariant: an empty batch and an empty old_text are refused first, before the path "
+        f"is checked, the file opened or any edit tried: the error must say {message!r} "
+        f"whatever the path, the file or whether it exists. Got: {text_of(out)!r}"
     )
     unchanged(app, before, inode)
     assert not (workspace / "missing.py").exists()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import os
 import stat
 from collections.abc import Coroutine
@@ -16,6 +17,8 @@ from typing import Any
 
 import pytest
 
+import picourse.agent_loop as agent_loop
+import picourse.coding_tools.agent as coding_agent
 from lab_helpers import call_now, run, spy_on_listeners, text_of
 from picourse.abort import AbortController, AbortSignal
 from picourse.agent_loop import AgentEvent, AgentRun
@@ -456,6 +459,33 @@ def test_a_run_without_a_signal_asks_the_model_with_none(project: Path) -> None:
     )
 
 
+def test_a_run_without_on_event_hands_the_loop_none(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = agent_loop.run_agent_loop
+    listeners: list[object] = []
+
+    async def spy(*args: Any, **kwargs: Any) -> AgentRun:
+        listeners.append(inspect.signature(real).bind(*args, **kwargs).arguments.get("on_event"))
+        return await real(*args, **kwargs)
+
+    # Wherever run_coding_agent finds the loop: its own module's name for it, or the loop's.
+    monkeypatch.setattr(agent_loop, "run_agent_loop", spy)
+    for name, value in list(vars(coding_agent).items()):
+        if value is real:
+            monkeypatch.setattr(coding_agent, name, spy)
+    run(
+        run_coding_agent(
+            ScriptedModel([assistant_message([text("Done.")], "stop")]), str(project), TASK
+        )
+    )
+    assert listeners == [None], (
+        "invariant: on_event reaches run_agent_loop unchanged: no listener is None, never a "
+        f"listener of your own (one that keeps the events of every run grows forever). Got "
+        f"{listeners}"
+    )
+
+
 def test_the_abort_signal_reaches_the_loop(project: Path) -> None:
     aborted = AbortController()
     aborted.abort()
@@ -596,6 +626,14 @@ def test_each_prompt_lists_the_registry_it_is_given_now(workspace: Path) -> None
     assert "find_in_files" not in first and "find_in_files" in second, (
         "a second prompt for the same folder lists the tools of the registry given now: "
         "build the text on every call, never kept from an earlier call for that folder"
+    )
+    elsewhere = workspace.parent / "elsewhere"
+    third = build_system_prompt(str(elsewhere), create_coding_tools(elsewhere))
+    assert "find_in_files" not in third and str(workspace) not in third, (
+        "invariant: a prompt holds only what this call was given: a third prompt, for "
+        "another folder and the plain tools, names neither the earlier folder nor the extra "
+        "tool. Build the lines in a new list on every call (never append to a list kept "
+        f"between calls). Got: {third!r}"
     )
 
 

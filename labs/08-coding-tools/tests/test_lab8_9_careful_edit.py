@@ -540,6 +540,18 @@ def test_a_utf8_bom_is_kept(workspace: Path, case: str) -> None:
     assert edited_bytes(workspace, data, old_text, new_text) == expected, why
 
 
+@pytest.mark.parametrize("replace_all", [False, True])
+def test_an_old_text_that_is_only_the_bom_is_refused_as_empty(
+    workspace: Path, replace_all: bool
+) -> None:
+    path = workspace / "app.py"
+    path.write_bytes(b"\xef\xbb\xbfab\n")
+    tools = session(workspace)
+    read(tools, "app.py")
+    out = edit(tools, "app.py", old_text="\ufeff", new_text="\ufeff# ", replace_all=replace_all)
+    refused(out, path, b"\xef\xbb\xbfab\n", "old_text must not be empty")
+
+
 def test_a_file_with_mixed_endings_keeps_every_byte_outside_the_edit(workspace: Path) -> None:
     mixed = b"one\r\ntwo\nthree\r\n"
     assert edited_bytes(workspace, mixed, "two", "TWO") == b"one\r\nTWO\nthree\r\n", (

@@ -317,6 +317,8 @@ WORKSPACE_SPELLINGS = {
     "dot-dot-back-in": "{ws}/sub/..",
     "leading-double-slash": "/{ws}",
     "relative": "{name}",  # from the folder above it
+    # Read lexically, as the tools join paths onto it: the workspace, though link leads away.
+    "dot-dot-through-a-link": "{ws}/link/..",
 }
 
 
@@ -326,6 +328,9 @@ def test_any_spelling_of_the_workspace_holds_its_files(
 ) -> None:
     (workspace / "sub").mkdir()
     (workspace / "a.txt").write_text("inside\n")
+    away = workspace.parent / "elsewhere" / "deep"
+    away.mkdir(parents=True)
+    (workspace / "link").symlink_to(away, target_is_directory=True)
     if spelling == "relative":
         monkeypatch.chdir(workspace.parent)
     given = WORKSPACE_SPELLINGS[spelling].format(ws=workspace, name=workspace.name)

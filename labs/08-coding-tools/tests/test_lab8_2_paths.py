@@ -202,10 +202,8 @@ def test_a_dangling_symlink_that_stays_inside_is_allowed(workspace: Path) -> Non
             "os.path.realpath follows it as far as it leads (to new.txt here), and that is "
             f"what you compare. Got: {error}"
         ) from error
-    out = call_now(create_coding_tools(workspace), "write", path="later.txt", content="hi\n")
-    assert not out.is_error and (workspace / "new.txt").read_text() == "hi\n", (
-        f"a write through a link that stays inside creates its target. Got: {text_of(out)}"
-    )
+    # resolve_path, which write and edit go through, lets it pass too (8.3 writes its target).
+    resolve_path(CodingToolOptions(str(workspace)), "later.txt")
 
 
 def test_a_dangling_symlink_pointing_out_is_refused(workspace: Path, outside: Path) -> None:
@@ -219,8 +217,13 @@ def test_symlinks_that_stay_inside_are_allowed(workspace: Path) -> None:
     (workspace / "real").mkdir()
     (workspace / "real" / "a.txt").write_text("inside\n")
     os.symlink(workspace / "real", workspace / "alias")
-    out = call_now(create_coding_tools(workspace), "read", path="alias/a.txt")
-    assert not out.is_error, "a symlink to a place inside the workspace must be allowed"
+    os.symlink("../real/a.txt", workspace / "real" / "up-and-back.txt")  # text with ..
+    for path in ("alias/a.txt", "real/up-and-back.txt"):
+        out = call_now(create_coding_tools(workspace), "read", path=path)
+        assert not out.is_error, (
+            f"a symlink to a place inside the workspace must be allowed ({path}), also one "
+            f"whose text goes up with '..': judge where it leads. Got: {text_of(out)}"
+        )
 
 
 def reads_inside(workspace: str | Path, paths: tuple[str, ...], rule: str) -> None:
@@ -358,6 +361,33 @@ def test_a_target_given_with_dotdot_is_judged_lexically_when_called_directly(
         with pytest.raises(WorkspaceEscapeError) as raised:
             ensure_inside_workspace(str(workspace), target)
         refused(ToolOutput.error(str(raised.value)), not_why="symlink")
+
+
+def test_a_target_through_a_link_and_back_is_read_lexically_when_called_directly(
+    workspace: Path, outside: Path
+) -> None:
+    (workspace / "a.txt").write_text("inside\n")
+    os.symlink(outside, workspace / "away")
+    target = f"{workspace}/away/../a.txt"  # a.txt of the workspace, as resolve_path joins it
+    try:
+        ensure_inside_workspace(str(workspace), target)
+    except WorkspaceEscapeError as error:
+        raise AssertionError(
+            f"invariant: {target} is the workspace's a.txt, read lexically (os.path.abspath "
+            "the target first, then resolve symlinks of that): the tools open it so. "
+            f"Got: {error}"
+        ) from error
+
+
+def test_a_relative_target_is_read_from_the_current_folder(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(workspace.parent)
+    with pytest.raises(WorkspaceEscapeError, match="escapes the workspace"):
+        # The a.txt beside the workspace: a relative target is relative to the current
+        # folder, as os.path.abspath reads it, never joined onto the workspace.
+        ensure_inside_workspace(str(workspace), "a.txt")
+    ensure_inside_workspace(str(workspace), f"{workspace.name}/a.txt")
 
 
 def test_a_relative_workspace_is_read_from_the_current_folder_on_every_check(

@@ -239,6 +239,28 @@ def test_an_empty_batch_or_old_text_is_refused_before_the_file_is_read(
     assert not (workspace / "missing.py").exists()
 
 
+def test_new_text_is_written_byte_for_byte_with_its_own_line_endings(
+    workspace: Path, app: Path
+) -> None:
+    before = app.read_bytes()
+    out = edit(workspace, old_text="def greet", new_text="# a\r\n# b\r\ndef greet")
+    assert not out.is_error and app.read_bytes() == before.replace(
+        b"def greet", b"# a\r\n# b\r\ndef greet", 1
+    ), (
+        "invariant: new_text is written byte for byte, its \\r\\n too: the plain edit "
+        f"normalises no line ending. Got {app.read_bytes()!r}"
+    )
+
+
+def test_an_edit_of_a_file_in_a_missing_folder_creates_nothing(workspace: Path) -> None:
+    out = edit(workspace, path="newdir/app.py", old_text="x", new_text="y")
+    assert out.is_error and "not found" in text_of(out), text_of(out)
+    assert not (workspace / "newdir").exists(), (
+        "invariant: a refused edit changes nothing, not even a folder: lock the folder of a "
+        "file that exists (the missing file is refused first), never create one to lock"
+    )
+
+
 def test_no_match_and_several_matches_say_which(workspace: Path, app: Path) -> None:
     out = edit(workspace, old_text="goodbye", new_text="x")
     assert "edits[0]" in text_of(out) and "no match" in text_of(out)

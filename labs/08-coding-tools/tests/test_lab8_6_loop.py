@@ -304,9 +304,10 @@ def test_the_system_prompt_describes_the_registry_it_is_given(
 
     extra = Tool(
         "grep",
-        # Two lines: the full description, not its first line or sentence.
-        "Search the files of the workspace for a regular expression.\n"
-        'Matches are listed as path:line: text, at most 100 of them, e.g. {"n": 1}.',
+        # Two lines, indented, ending in a newline: the full description as it is, not its
+        # first line or sentence, nor stripped.
+        "  Search the files of the workspace for a regular expression.\n"
+        '  Matches are listed as path:line: text, at most 100 of them, e.g. {"n": 1}.\n',
         object_schema({"pattern": string("What to look for.")}),
         search,
     )
@@ -319,7 +320,8 @@ def test_the_system_prompt_describes_the_registry_it_is_given(
     for tool in registry.list():
         assert tool.name in prompt and tool.description in prompt, (
             f"the system prompt lists every tool of the registry it is given, with its full "
-            f"description: {tool.name!r} or part of its description is missing"
+            f"description as it is (not stripped): {tool.name!r} or part of its description "
+            "is missing"
         )
 
 
@@ -360,16 +362,20 @@ def test_the_system_prompt_names_a_folder_called_tilde_as_the_tools_do(
     )
 
 
+@pytest.mark.parametrize(
+    "name", ["odd\\name with 'quotes'", "ends with a space "], ids=["quotes", "trailing-space"]
+)
 def test_the_system_prompt_names_an_odd_workspace_name_as_it_is(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
 ) -> None:
-    workspace = tmp_path / "odd\\name with 'quotes'"
+    workspace = tmp_path / name
     workspace.mkdir()
     monkeypatch.chdir(tmp_path)  # given relative, as the sibling tests give it
     prompt = build_system_prompt(workspace.name, create_coding_tools(workspace.name))
     assert str(workspace) in prompt, (
         "the system prompt names the workspace as its absolute path, character for "
-        "character: no repr() or quoting that escapes a backslash or a quote"
+        "character: no repr() or quoting that escapes a backslash or a quote, and no strip() "
+        "(a folder named 'ws ' is not 'ws')"
     )
 
 

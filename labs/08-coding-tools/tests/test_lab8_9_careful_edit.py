@@ -552,6 +552,15 @@ def test_an_old_text_that_is_only_the_bom_is_refused_as_empty(
     refused(out, path, b"\xef\xbb\xbfab\n", "old_text must not be empty")
 
 
+def test_without_a_bom_a_leading_u_feff_is_text_to_match(workspace: Path) -> None:
+    path = workspace / "app.py"
+    path.write_bytes(b"abc\n")
+    tools = session(workspace)
+    read(tools, "app.py")
+    out = edit(tools, "app.py", old_text="\ufeffabc", new_text="x")
+    refused(out, path, b"abc\n", "no match")
+
+
 def test_a_file_with_mixed_endings_keeps_every_byte_outside_the_edit(workspace: Path) -> None:
     mixed = b"one\r\ntwo\nthree\r\n"
     assert edited_bytes(workspace, mixed, "two", "TWO") == b"one\r\nTWO\nthree\r\n", (

@@ -648,11 +648,11 @@ def _failing_listener(event: AgentEvent) -> None:
 
 
 # How a run ends: at the model's stop, or raising (an exception of on_event, or the loop
-# refusing max_steps=0).
-RUN_ENDS: dict[str, dict[str, Any]] = {
-    "stop": {},
-    "on-event-raises": {"on_event": _failing_listener},
-    "max-steps-refused": {"max_steps": 0},
+# refusing max_steps=0), with the error it must end with.
+RUN_ENDS: dict[str, tuple[dict[str, Any], str]] = {
+    "stop": ({}, ""),
+    "on-event-raises": ({"on_event": _failing_listener}, "RuntimeError: the listener failed"),
+    "max-steps-refused": ({"max_steps": 0}, "ValueError: max_steps must be at least 1"),
 }
 
 
@@ -660,16 +660,21 @@ RUN_ENDS: dict[str, dict[str, Any]] = {
 def test_a_run_leaves_no_listener_on_the_callers_signal(project: Path, end: str) -> None:
     controller = AbortController()
     listeners = spy_on_listeners(controller.signal)
+    arguments, error = RUN_ENDS[end]
     coroutine = run_coding_agent(
-        ScriptedModel(script()), str(project), TASK, signal=controller.signal, **RUN_ENDS[end]
+        ScriptedModel(script()), str(project), TASK, signal=controller.signal, **arguments
     )
     if end == "stop":
         assert run(coroutine).reason == "stop"
     else:
+        # Only the error the run must end with: any other (an unfinished stage's, or one of
+        # a run that never got going) is no such end.
         with pytest.raises((RuntimeError, ValueError)) as raised:
             run(coroutine)
         if isinstance(raised.value, NotImplementedError):
             raise raised.value  # an unfinished stage shows as itself
+        ended = f"{type(raised.value).__name__}: {raised.value}"
+        assert ended.startswith(error), f"the run must end with {error!r}, not {ended!r}"
     assert listeners() == 0, (
         f"{listeners()} listener(s) left on the caller's signal after a run that ended by "
         f"{end}: pass the signal through unchanged (run_agent_loop and the tools remove what "

@@ -71,6 +71,41 @@ def test_a_lab_run_loads_pytest_timeout_and_no_other_installed_plugin(base: Path
     )
 
 
+LEFT_BEHIND = """
+import asyncio
+import gc
+
+from lab_helpers import run
+
+
+def test_a_task_nobody_awaited_is_reported_in_one_line(capsys):
+    async def fail():
+        raise RuntimeError("left behind")
+
+    async def scenario():
+        task = asyncio.get_running_loop().create_task(fail())
+        await asyncio.wait({task})  # it fails, and nobody asks for its exception
+
+    run(scenario())
+    gc.collect()
+    err = capsys.readouterr().err
+    assert err == "asyncio: Task exception was never retrieved: RuntimeError('left behind')\\n", err
+"""
+
+
+def test_a_task_a_failed_test_left_behind_is_reported_without_a_traceback(
+    base: Path, tmp_path: Path
+) -> None:
+    # A stub or a wrong implementation often fails a test before it awaits every task it
+    # started. asyncio's default handler formats a traceback when the task is freed, which
+    # can happen inside pytest's own ast.parse: on Python 3.11.7 and older that ended the
+    # whole stub run of 8.1 with "SystemError: AST constructor recursion depth mismatch".
+    directory = build(LAB, base, tmp_path / "stubs", [])
+    (directory / "tests" / "test_left_behind.py").write_text(LEFT_BEHIND, encoding="utf-8")
+    run = run_lab_tests(directory, extra=("tests/test_left_behind.py",))
+    assert [o.passed for o in run.outcomes] == [True], run.output[-3000:]
+
+
 CORE = [s.id for s in LAB.stages if not s.optional]
 OPTIONAL = [s.id for s in LAB.stages if s.optional]
 

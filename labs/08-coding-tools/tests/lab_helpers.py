@@ -107,6 +107,7 @@ def run(coroutine: Coroutine[Any, Any, T], timeout: float = DEADLINE_SECONDS) ->
 
 def _run_with_deadline(coroutine: Coroutine[Any, Any, T], timeout: float) -> T:
     loop = asyncio.new_event_loop()
+    loop.set_exception_handler(_report_in_one_line)
     task = loop.create_task(coroutine)
     try:
         loop.run_until_complete(asyncio.wait({task}, timeout=timeout))
@@ -123,6 +124,16 @@ def _run_with_deadline(coroutine: Coroutine[Any, Any, T], timeout: float) -> T:
         )
     finally:
         _close(loop)
+
+
+def _report_in_one_line(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """Report an error nobody awaited (a task a failed test left behind) in one line. The
+    default handler formats a traceback when the garbage collector frees the task, which
+    can be in the middle of pytest's own ast.parse; before Python 3.11.8 that nested parse
+    ends the whole session with "SystemError: AST constructor recursion depth mismatch"
+    (CPython gh-106905)."""
+    with contextlib.suppress(Exception):  # an error here would be formatted the same way
+        print(f"asyncio: {context.get('message')}: {context.get('exception')!r}", file=sys.stderr)
 
 
 def waiting_at(task: asyncio.Task[Any]) -> str:

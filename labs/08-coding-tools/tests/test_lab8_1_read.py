@@ -688,10 +688,45 @@ def test_a_remembered_file_shows_the_right_lines_at_every_offset(
 _SET_BACK = "the mtime was set back to 2001 (os.utime, as touch -d or tar -x do) right after it"
 
 
+def after_the_last_byte(
+    monkeypatch: pytest.MonkeyPatch, path: Path, then: Callable[[], None]
+) -> None:
+    """Call ``then()`` each time a read of ``path`` through os.read or os.pread has returned
+    its last byte (or nothing, at its end): a scan read another way is not seen."""
+    inode, size = path.stat().st_ino, path.stat().st_size
+
+    def spy(real: Callable[..., bytes], positioned: bool) -> Callable[..., bytes]:
+        def read(fd: int, *args: Any) -> bytes:
+            data = real(fd, *args)
+            with contextlib.suppress(OSError):
+                if os.fstat(fd).st_ino == inode:
+                    end = args[1] + len(data) if positioned else os.lseek(fd, 0, os.SEEK_CUR)
+                    if not data or end >= size:
+                        then()
+            return data
+
+        return read
+
+    monkeypatch.setattr(os, "read", spy(os.read, False))
+    monkeypatch.setattr(os, "pread", spy(os.pread, True))
+
+
 @pytest.mark.parametrize(
-    ("later_ns", "set_back", "next_read_ns"),
-    [(0, False, 0), (1_000, False, 0), (0, True, 0), (0, False, 60 * 10**9)],
-    ids=["at-the-change", "1us-after", "mtime-set-back", "next-read-a-minute-later"],
+    ("later_ns", "set_back", "next_read_ns", "scan_ends_ns"),
+    [
+        (0, False, 0, 0),
+        (1_000, False, 0, 0),
+        (0, True, 0, 0),
+        (0, False, 60 * 10**9, 0),
+        (0, False, 0, 60 * 10**9),
+    ],
+    ids=[
+        "at-the-change",
+        "1us-after",
+        "mtime-set-back",
+        "next-read-a-minute-later",
+        "scan-ends-a-minute-later",
+    ],
 )
 def test_a_file_changed_as_its_read_starts_is_not_remembered(
     workspace: Path,
@@ -699,6 +734,7 @@ def test_a_file_changed_as_its_read_starts_is_not_remembered(
     later_ns: int,
     set_back: bool,
     next_read_ns: int,
+    scan_ends_ns: int,
 ) -> None:
     # A file can change again within the timestamp tick of its last change and keep its
     # size and times. Writing through a shared memory map to pages already written does
@@ -707,6 +743,8 @@ def test_a_file_changed_as_its_read_starts_is_not_remembered(
     # less than any timestamp tick): nothing read of it now may be trusted later, since the
     # next change may leave no trace in os.stat. "next-read-a-minute-later": the next read
     # comes when the file looks settled, which says nothing of what the first read saw.
+    # "scan-ends-a-minute-later": the file looks settled by the time the scan has ended,
+    # which says nothing of the bytes it read when the read started.
     path = workspace / "log.txt"
     lines = [f"{n:07d} ".ljust(99, "c") for n in range(1, (5 << 18) // 100)]
     path.write_text("\n".join(lines) + "\n")
@@ -717,8 +755,13 @@ def test_a_file_changed_as_its_read_starts_is_not_remembered(
             os.utime(path, ns=(10**18, 10**18))  # the ctime is now
         status = os.stat(path)
         stamp = max(status.st_mtime_ns, status.st_ctime_ns)
-        monkeypatch.setattr(time, "time_ns", lambda: stamp + later_ns)
-        monkeypatch.setattr(time, "time", lambda: (stamp + later_ns) / 10**9)
+        clock = [stamp + later_ns]
+        monkeypatch.setattr(time, "time_ns", lambda: clock[0])
+        monkeypatch.setattr(time, "time", lambda: clock[0] / 10**9)
+        if scan_ends_ns:  # the scan takes long: the clock has moved on once it has read all
+            after_the_last_byte(
+                monkeypatch, path, lambda: clock.__setitem__(0, stamp + scan_ends_ns)
+            )
         registry = tools(workspace)
         before = call_now(registry, "read", path="log.txt", offset=len(lines))
         assert before.details.lines == len(lines)
@@ -727,8 +770,7 @@ def test_a_file_changed_as_its_read_starts_is_not_remembered(
         now = mapped[:].decode().split("\n")[:-1]
         offset = len(now) - 5
         if next_read_ns:
-            monkeypatch.setattr(time, "time_ns", lambda: stamp + next_read_ns)
-            monkeypatch.setattr(time, "time", lambda: (stamp + next_read_ns) / 10**9)
+            clock[0] = stamp + next_read_ns
         after = call_now(registry, "read", path="log.txt", offset=offset, limit=2)
     assert (text_of(after), after.details) == fresh_read(path, now, offset, 2, 48_000), (
         f"log.txt changed right after a read that started {later_ns} ns after its last "
@@ -738,8 +780,9 @@ def test_a_file_changed_as_its_read_starts_is_not_remembered(
         "tick before the read started (git's racy-timestamp rule: a margin of a tick, not "
         "only a strict comparison of the times), judged by st_mtime_ns and st_ctime_ns, the "
         "later of the two (an mtime can be set back, a ctime cannot), or remember nothing at "
-        "all; judge it when you remember, not when you look up (a read a minute later finds "
-        "the file settled, but what the first read saw may already be stale). Got: "
+        "all; judge it by the time the read started, before its first byte (not when the "
+        "scan ends), and when you remember, not when you look up (a read a minute later "
+        "finds the file settled, but what the first read saw may already be stale). Got: "
         f"{text_of(after)[:200]!r} with {after.details}"
     )
 

@@ -101,15 +101,22 @@ def test_write_goes_through_a_temp_file_and_a_rename(workspace: Path) -> None:
     only_expected_files(workspace, {"f.txt", "witness.txt"})
 
 
-def test_a_directory_target_fails_cleanly(workspace: Path) -> None:
+@pytest.mark.parametrize("mode", [0o755, 0o555], ids=["directory", "without-write-bits"])
+def test_a_directory_target_fails_cleanly(workspace: Path, mode: int) -> None:
     (workspace / "d").mkdir()
     (workspace / "d" / "keep.txt").write_text("keep\n")
-    before = snapshot(workspace)
-    out = call_now(create_coding_tools(workspace), "write", path="d", content="x")
-    assert out.is_error and "directory" in text_of(out), (
-        "writing to a directory must be an error result that says so"
+    (workspace / "d").chmod(mode)
+    try:
+        before = snapshot(workspace)
+        out = call_now(create_coding_tools(workspace), "write", path="d", content="x")
+        after = snapshot(workspace)
+    finally:
+        (workspace / "d").chmod(0o755)
+    assert out.is_error and "directory" in text_of(out) and "read-only" not in text_of(out), (
+        "writing to a directory must be an error result that says 'directory', whatever "
+        f"its mode: look at what it is before whether it may be written. Got: {text_of(out)!r}"
     )
-    assert snapshot(workspace) == before, "a failed write must change nothing, temp files included"
+    assert after == before, "a failed write must change nothing, temp files included"
 
 
 def test_a_parent_that_is_a_file_fails_cleanly(workspace: Path) -> None:
@@ -711,22 +718,35 @@ def test_a_folder_that_another_writer_creates_meanwhile_is_used(
 
 
 @pytest.mark.parametrize(
-    ("kind", "link"),
-    [("FIFO", None), ("FIFO", "link"), ("socket", None), ("socket", "link")],
-    ids=["fifo", "symlink-to-fifo", "socket", "symlink-to-socket"],
+    ("kind", "link", "mode"),
+    [
+        ("FIFO", None, None),
+        ("FIFO", "link", None),
+        ("FIFO", None, 0o444),
+        ("socket", None, None),
+        ("socket", "link", None),
+    ],
+    ids=["fifo", "symlink-to-fifo", "fifo-without-write-bits", "socket", "symlink-to-socket"],
 )
 def test_only_a_regular_file_is_replaced(
-    workspace: Path, monkeypatch: pytest.MonkeyPatch, kind: str, link: str | None
+    workspace: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    kind: str,
+    link: str | None,
+    mode: int | None,
 ) -> None:
     if kind == "FIFO":
         special, name = fifo_target(workspace, link)
     else:
         special, name = socket_target(workspace, link, monkeypatch)
+    if mode is not None:
+        special.chmod(mode)
     out = call_now(create_coding_tools(workspace), "write", path=name, content="x\n")
-    assert out.is_error and "regular file" in text_of(out), (
+    assert out.is_error and "regular file" in text_of(out) and "read-only" not in text_of(out), (
         f"invariant: write replaces only a regular file; a {kind}, like anything os.stat "
         "does not call stat.S_ISREG (a FIFO, a device, a socket), is an error result that "
-        f"says 'regular file'. os.stat the target before writing. Got: {text_of(out)!r}"
+        "says 'regular file', whatever its mode (look at what it is before whether it may "
+        f"be written). os.stat the target before writing. Got: {text_of(out)!r}"
     )
     is_kind = stat.S_ISFIFO if kind == "FIFO" else stat.S_ISSOCK
     assert is_kind(os.lstat(special).st_mode), (

@@ -85,19 +85,26 @@ def test_a_batch_applies_in_order_and_later_edits_see_earlier_ones(
     assert out.details.edits == 3
 
 
-def test_an_edit_that_restates_its_text_applies_with_the_rest(workspace: Path, app: Path) -> None:
+@pytest.mark.parametrize("alone", [False, True], ids=["with-the-rest", "alone"])
+def test_an_edit_that_restates_its_text_applies_with_the_rest(
+    workspace: Path, app: Path, alone: bool
+) -> None:
     same = "def greet(name):"
-    out = edit(
-        workspace,
-        edits=[
-            {"old_text": same, "new_text": same},
-            {"old_text": "'world'", "new_text": "'class'"},
-        ],
-    )
-    assert not out.is_error and app.read_text() == SOURCE.replace("'world'", "'class'"), (
+    edits = [{"old_text": same, "new_text": same}]
+    if not alone:
+        edits.append({"old_text": "'world'", "new_text": "'class'"})
+    out = edit(workspace, edits=edits)
+    expected = SOURCE if alone else SOURCE.replace("'world'", "'class'")
+    summary = "Applied 1 edit to app.py." if alone else "Applied 2 edits to app.py."
+    assert not out.is_error and app.read_text() == expected and text_of(out) == summary, (
         "the plain edit applies every exact replacement in order, also one whose new_text "
-        "equals its old_text (refusing that as 'identical' is Lab 8.9's careful edit, with "
-        f"careful_edits=True only). Got: {text_of(out)!r}"
+        "equals its old_text, and also a batch that leaves the bytes as they were (refusing "
+        "that as 'identical' is Lab 8.9's careful edit, with careful_edits=True only); it "
+        f"counts as an applied edit: {summary!r}. Got: {text_of(out)!r}"
+    )
+    assert isinstance(out.details, EditDetails) and out.details.edits == len(edits), (
+        f"EditDetails.edits counts every edit of the batch that applied, {len(edits)} here, "
+        f"also one whose new_text equals its old_text. Got: {out.details}"
     )
 
 
@@ -183,8 +190,22 @@ def test_an_old_text_of_whitespace_alone_is_an_edit_like_any_other(
             ],
             "edits[0]",
         ),
+        (
+            [
+                {"old_text": "def greet", "new_text": "def g"},
+                {"old_text": "def greet", "new_text": "def g"},
+            ],
+            "edits[1]",
+        ),
     ],
-    ids=["empty-batch", "empty-old-text", "no-match", "several-matches", "first-of-two-fails"],
+    ids=[
+        "empty-batch",
+        "empty-old-text",
+        "no-match",
+        "several-matches",
+        "first-of-two-fails",
+        "the-same-edit-twice",
+    ],
 )
 def test_a_bad_batch_is_refused_whole(
     workspace: Path, app: Path, edits: list[dict[str, str]], message: str

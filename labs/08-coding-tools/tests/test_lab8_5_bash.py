@@ -1314,6 +1314,23 @@ def test_the_guardrail_allows_relative_paths(workspace: Path, command: str) -> N
     assert (workspace / "ok.txt").exists()
 
 
+def test_the_guardrail_refuses_first_also_when_the_call_is_already_aborted(
+    workspace: Path,
+) -> None:
+    controller = AbortController()
+    controller.abort("user pressed stop")
+    command = "touch ran.txt; cat /etc/hostname"
+    out = run(
+        call(create_coding_tools(workspace), "bash", {"command": command}, signal=controller.signal)
+    )
+    assert out.is_error and "guardrail" in text_of(out), (
+        "refuse guardrail violations first, before you look at the abort signal: the model "
+        "learns why the command may never run, which an 'aborted' would hide. Got: "
+        f"{text_of(out)!r}"
+    )
+    assert not (workspace / "ran.txt").exists(), "a refused command must not run at all"
+
+
 def test_unrestricted_mode_has_no_guardrail(workspace: Path) -> None:
     out = call_now(unrestricted(workspace), "bash", command="cat /dev/null; echo ran")
     assert not out.is_error and "ran" in text_of(out)

@@ -439,6 +439,67 @@ def test_an_absolute_path_under_the_workspace_as_given_is_inside(
     assert (workspace / "note.txt").read_text() == "hi\n"
 
 
+def test_the_tools_of_a_run_in_the_root_folder_reach_every_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    note = tmp_path / "note.txt"
+    note.write_text("hello from anywhere\n")
+    elsewhere = tmp_path / "elsewhere"  # the current folder, which is not the workspace
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    turns = [
+        assistant_message([ToolCall("r1", "read", {"path": str(note)})], "toolUse"),
+        assistant_message([text("Read.")], "stop"),
+    ]
+    result = run(run_coding_agent(ScriptedModel(turns), "/", "Read the note."))
+    answered = result.messages[2]
+    assert (
+        isinstance(answered, ToolResultMessage)
+        and not answered.is_error
+        and "hello from anywhere" in answered.text
+    ), (
+        "a run in the workspace '/' roots its tools at '/', as given, so every absolute path "
+        "is inside: never strip the separator (''.rstrip would leave '', the current folder). "
+        "Got: " + (answered.text if isinstance(answered, ToolResultMessage) else repr(answered))
+    )
+
+
+class FolderRecordingModel(ScriptedModel):
+    """A scripted model that notes the process's current folder at each request."""
+
+    def __init__(self, turns: list[AssistantMessage]) -> None:
+        super().__init__(turns)
+        self.folders: list[str] = []
+
+    async def complete(
+        self, request: ModelRequest, signal: AbortSignal | None = None
+    ) -> AssistantMessage:
+        self.folders.append(os.getcwd())
+        return await super().complete(request, signal)
+
+
+def test_a_run_leaves_the_current_folder_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "ws").mkdir()
+    monkeypatch.chdir(tmp_path)
+    here = os.getcwd()
+    turns = [
+        assistant_message(
+            [ToolCall("w1", "write", {"path": "a.txt", "content": "a\n"})], "toolUse"
+        ),
+        assistant_message([text("Written.")], "stop"),
+    ]
+    model = FolderRecordingModel(turns)
+    run(run_coding_agent(model, "ws", "Write a.txt."))
+    assert model.folders == [here] * 2 and os.getcwd() == here, (
+        "a run changes nothing of the process around it: never os.chdir into the workspace "
+        "(the tools are rooted at cwd already, and other runs may share the process). The "
+        f"current folder at each model request: {model.folders}"
+    )
+    assert (tmp_path / "ws" / "a.txt").read_text() == "a\n"
+
+
 class SignalRecordingModel(ScriptedModel):
     """A scripted model that keeps the signal each request came with."""
 

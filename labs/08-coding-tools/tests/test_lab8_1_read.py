@@ -232,6 +232,31 @@ def test_the_byte_budget_includes_the_notice_and_shows_only_whole_lines(
     assert utf8_len(one_more) > 500, "the window must be as long as the budget allows"
 
 
+def test_the_byte_budget_holds_where_line_numbers_grow_wider(workspace: Path) -> None:
+    # From line 10000 on, a line's number takes five digits: its prefix is a byte longer.
+    lines = write_lines(workspace / "f.txt", 10_006, width=12)
+    offset = 9_998
+
+    def page(last: int) -> str:
+        notice = f"[Showing lines {offset}-{last} of 10006; continue with offset={last + 1}]"
+        return numbered(lines[offset - 1 : last], offset) + "\n\n" + notice
+
+    rest = utf8_len(numbered(lines[offset - 1 :], offset))  # from here on, no notice
+    for budget in range(utf8_len(page(offset)), min(rest, utf8_len(page(10_005)))):
+        out = call_now(tools(workspace, max_read_bytes=budget), "read", path="f.txt", offset=offset)
+        body, shown = text_of(out), out.details.end_line
+        assert utf8_len(body) <= budget and body == page(shown), (
+            f"with max_read_bytes={budget}, the page at offset={offset} must fit the budget, "
+            "notice included, counting each line's prefix as it is printed: "
+            "f'{number:>4}│ ' is wider from line 10000 on (never a fixed width). Got "
+            f"{utf8_len(body)} bytes: {body!r}"
+        )
+        assert utf8_len(page(shown + 1)) > budget, (
+            f"with max_read_bytes={budget}, one more line would still have fit: the window "
+            f"must be as long as the budget allows. Got: {body!r}"
+        )
+
+
 def test_the_byte_budget_counts_utf8_bytes_not_characters(workspace: Path) -> None:
     lines = ["é" * 30 for _ in range(20)]  # 60 bytes, 30 characters each
     (workspace / "u.txt").write_text("\n".join(lines) + "\n")

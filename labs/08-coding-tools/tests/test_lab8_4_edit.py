@@ -798,6 +798,83 @@ def test_an_edit_through_a_link_locks_the_folder_of_the_real_file(
     )
 
 
+def test_an_old_text_copied_with_the_byte_order_mark_matches(workspace: Path) -> None:
+    path = workspace / "bom.txt"
+    path.write_bytes(b"\xef\xbb\xbfhello\nworld\n")  # read shows line 1 as '\ufeffhello'
+    out = edit(workspace, path="bom.txt", old_text="\ufeffhello", new_text="\ufeffhi")
+    assert not out.is_error and path.read_bytes() == b"\xef\xbb\xbfhi\nworld\n", (
+        "matches are exact on the file's bytes: a byte order mark is the character U+FEFF, "
+        "as read shows it, so an old_text copied from line 1 with it must match (never "
+        f"decode with 'utf-8-sig', which hides it). Got: {text_of(out)!r}"
+    )
+
+
+def test_an_edit_holds_the_folder_lock_from_its_read_to_its_rename(
+    workspace: Path, app: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each time a descriptor of app.py's folder is closed or unlocked between the edit's
+    # first lock of that folder and its rename onto app.py, the test tries the lock itself:
+    # if it gets it, a writer in another loop or process could have changed app.py in
+    # that gap, and the edit's rename would then lose that change.
+    folder = os.stat(workspace)
+    real_flock, real_close, real_replace = fcntl.flock, os.close, os.replace
+    window = {"locked": False, "renamed": False}
+    gaps: list[str] = []
+
+    def of_the_folder(fd: int) -> bool:
+        try:
+            info = os.fstat(fd)
+        except OSError:
+            return False
+        return (info.st_dev, info.st_ino) == (folder.st_dev, folder.st_ino)
+
+    def lock_is_free() -> bool:
+        probe = os.open(workspace, os.O_RDONLY)
+        try:
+            real_flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        finally:
+            real_close(probe)  # releases the lock if the probe got it
+        return True
+
+    def released(how: str) -> None:
+        if window["locked"] and not window["renamed"] and lock_is_free():
+            gaps.append(how)
+
+    def flock(fd: int, operation: int) -> None:
+        real_flock(fd, operation)
+        if of_the_folder(fd):
+            if operation & fcntl.LOCK_UN:
+                released("flock(LOCK_UN)")
+            elif operation & fcntl.LOCK_EX:
+                window["locked"] = True
+
+    def close(fd: int) -> None:
+        folder_fd = of_the_folder(fd)
+        real_close(fd)
+        if folder_fd:
+            released("os.close")
+
+    def replace(source: Any, target: Any, *args: Any, **kwargs: Any) -> None:
+        real_replace(source, target, *args, **kwargs)
+        if os.fspath(target) == str(app):
+            window["renamed"] = True
+
+    monkeypatch.setattr(fcntl, "flock", flock)
+    monkeypatch.setattr(os, "close", close)
+    monkeypatch.setattr(os, "replace", replace)
+    out = edit(workspace, old_text="'hello '", new_text="'hi '")
+    assert not out.is_error and window["locked"] and window["renamed"], text_of(out)
+    assert not gaps, (
+        "invariant: an edit holds the lock of the file's folder (files.directory_lock, the one "
+        "write_atomic takes) from its read to its rename, in one `with` around read, check "
+        "and write_atomic: never release it after reading and let write_atomic take it "
+        "again, or a writer in another event loop or process can change the file in that "
+        f"gap and the edit's rename loses its change. The lock was free after: {gaps}"
+    )
+
+
 def test_a_file_of_several_megabytes_is_edited_whole(workspace: Path) -> None:
     path = workspace / "app.py"
     body = "".join(f"line {n:07d} of a long generated file\n" for n in range(80_000))  # 3 MiB

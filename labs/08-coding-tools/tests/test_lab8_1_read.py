@@ -346,6 +346,24 @@ def test_a_first_line_that_cannot_fit_is_an_error_not_a_cut_line(
     assert "xxxxxxxxxx" not in text_of(out), "the error must not include part of the line"
 
 
+def test_a_first_line_that_fits_only_without_its_notice_is_refused(workspace: Path) -> None:
+    lines = write_lines(workspace / "f.txt", 3, width=20)
+    alone = utf8_len(numbered(lines[:1]))
+    with_notice = utf8_len(
+        numbered(lines[:1]) + "\n\n[Showing lines 1-1 of 3; continue with offset=2]"
+    )
+    for budget in (alone, (alone + with_notice) // 2, with_notice - 1):
+        out = call_now(tools(workspace, max_read_bytes=budget), "read", path="f.txt")
+        assert out.is_error and (
+            "too small to return a complete line starting at line 1" in text_of(out)
+        ), (
+            f"with max_read_bytes={budget}, line 1 fits alone ({alone} bytes) but not with the "
+            f"notice that must follow it ({with_notice} bytes): the text, notice included, "
+            "never exceeds the budget, so this is the 'too small' error. Got "
+            f"{utf8_len(text_of(out))} bytes: {text_of(out)!r}"
+        )
+
+
 def test_a_last_line_without_newline_that_cannot_fit_is_refused_too(workspace: Path) -> None:
     (workspace / "f.txt").write_text("short\n" + "x" * 500)  # no final newline
     registry = tools(workspace, max_read_bytes=200)

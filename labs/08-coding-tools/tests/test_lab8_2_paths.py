@@ -390,6 +390,20 @@ def test_a_relative_target_is_read_from_the_current_folder(
     ensure_inside_workspace(str(workspace), f"{workspace.name}/a.txt")
 
 
+def test_a_relative_target_that_leaves_by_dotdot_is_judged_lexically_when_called_directly(
+    workspace: Path, outside: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (workspace / "a.txt").write_text("inside\n")
+    os.symlink(workspace, workspace.parent / "alias")  # outside, leading back in
+    monkeypatch.chdir(workspace)
+    for target in ("../outside/secret.txt", "../alias/a.txt"):
+        with pytest.raises(WorkspaceEscapeError) as raised:
+            # Relative to the current folder (the workspace), it leaves it by '..': the
+            # lexical check applies to it as to an absolute path, and comes first.
+            ensure_inside_workspace(str(workspace), target)
+        refused(ToolOutput.error(str(raised.value)), not_why="symlink")
+
+
 def test_a_relative_workspace_is_read_from_the_current_folder_on_every_check(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -294,7 +294,8 @@ def test_paging_with_the_notice_sees_every_line_exactly_once(workspace: Path) ->
 
 
 @pytest.mark.parametrize(
-    ("content", "offset", "total"), [("l\n" * 5, 6, 5), ("only\n", 2, 1), ("", 2, 0)]
+    ("content", "offset", "total"),
+    [("l\n" * 5, 6, 5), ("only\n", 2, 1), ("", 2, 0), ("a\nb", 3, 2), ("a\nb", 4, 2)],
 )
 def test_an_offset_beyond_the_end_is_an_error(
     workspace: Path, content: str, offset: int, total: int

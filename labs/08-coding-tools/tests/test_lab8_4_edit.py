@@ -458,17 +458,21 @@ def test_details_count_utf8_bytes(workspace: Path) -> None:
     )
 
 
+@pytest.mark.parametrize("old_text", ["name", "goodbye"], ids=["would-apply", "would-fail"])
 @pytest.mark.parametrize(
     "content", [b"name = '\xff\xfe'\n", b"name = 'caf\xc3"], ids=["bad-bytes", "cut-at-the-end"]
 )
-def test_invalid_utf8_is_refused_and_the_file_is_unchanged(workspace: Path, content: bytes) -> None:
+def test_invalid_utf8_is_refused_and_the_file_is_unchanged(
+    workspace: Path, content: bytes, old_text: str
+) -> None:
     path = workspace / "app.py"
     path.write_bytes(content)
     inode = path.stat().st_ino
-    out = edit(workspace, old_text="name", new_text="title")
-    assert out.is_error and "UTF-8" in text_of(out), (
+    out = edit(workspace, old_text=old_text, new_text="title")
+    assert out.is_error and "UTF-8" in text_of(out) and "no match" not in text_of(out), (
         "a file that is not valid UTF-8 text (also one that ends inside a character) must be "
-        "refused with an error that says UTF-8"
+        "refused with an error that says UTF-8, found while reading, before any edit is "
+        f"applied (so also when the batch would not match). Got: {text_of(out)!r}"
     )
     unchanged(path, content, inode)
 
@@ -921,6 +925,12 @@ def _not_utf8(workspace: Path) -> str:
     return "app.py"
 
 
+def _not_utf8_in_a_folder(workspace: Path) -> str:
+    (workspace / "src").mkdir()
+    (workspace / "src" / "app.py").write_bytes(b"name = '\xff'\n")
+    return "src/app.py"
+
+
 def _directory(workspace: Path) -> str:
     (workspace / "app.py").mkdir()
     return "app.py"
@@ -953,6 +963,7 @@ NAMED_CASES: dict[str, tuple[Callable[[Path], str], dict[str, Any], bool]] = {
     "no-match": (_app, {"old_text": "goodbye", "new_text": "x"}, False),
     "several-matches": (_app, {"old_text": "greet", "new_text": "x"}, False),
     "not-utf8": (_not_utf8, {"old_text": "name", "new_text": "title"}, False),
+    "not-utf8-in-a-folder": (_not_utf8_in_a_folder, {"old_text": "name", "new_text": "x"}, False),
     "missing": (_missing, {"old_text": "a", "new_text": "b"}, False),
     "fifo": (_fifo, {"old_text": "a", "new_text": "b"}, False),
     "directory": (_directory, {"old_text": "a", "new_text": "b"}, False),

@@ -695,6 +695,24 @@ def test_the_result_shows_every_edit_of_a_batch_where_it_ended_up(
     )
 
 
+def test_a_later_edit_may_match_across_an_earlier_edits_text(workspace: Path) -> None:
+    tools = lines_file(workspace, "notes.txt", SIXTY)
+    out = edit(
+        tools,
+        "notes.txt",
+        edits=[
+            {"old_text": "line 30\n", "new_text": "thirty\n"},
+            {"old_text": "line 29\nthirty\nline 31", "new_text": "29 to 31"},
+        ],
+    )
+    expected = SIXTY.replace("line 29\nline 30\nline 31", "29 to 31")
+    assert not out.is_error and (workspace / "notes.txt").read_text() == expected, (
+        "invariant: each edit applies to the text as the earlier edits left it, so an "
+        "old_text may span an earlier edit's new text and the text around it (search the "
+        "whole current text, never each piece apart). Got: " + text_of(out)
+    )
+
+
 def test_an_edit_inside_an_earlier_edits_text_does_not_move_it(workspace: Path) -> None:
     tools = lines_file(workspace, "notes.txt", SIXTY)
     out = edit(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ import pytest
 from coursekit import Lab, load_lab
 from coursekit.lab import Mutant
 from coursekit.mistakes import load_signatures
-from coursekit.runner import TestOutcome, run_lab_tests
+from coursekit.runner import TestOutcome, TestRun, run_lab_tests
 
 from .forked import ForkedPytest
 from .labrun import build, render_base
@@ -71,6 +72,13 @@ def test_a_lab_run_loads_pytest_timeout_and_no_other_installed_plugin(base: Path
     )
 
 
+def run_beside_the_stubs(base: Path, tmp_path: Path, name: str, source: str) -> TestRun:
+    """Run one extra test file (with the lab's conftest and helpers) in a stub directory."""
+    directory = build(LAB, base, tmp_path / "stubs", [])
+    (directory / "tests" / name).write_text(source, encoding="utf-8")
+    return run_lab_tests(directory, extra=(f"tests/{name}",))
+
+
 LEFT_BEHIND = """
 import asyncio
 import gc
@@ -100,10 +108,52 @@ def test_a_task_a_failed_test_left_behind_is_reported_without_a_traceback(
     # started. asyncio's default handler formats a traceback when the task is freed, which
     # can happen inside pytest's own ast.parse: on Python 3.11.7 and older that ended the
     # whole stub run of 8.1 with "SystemError: AST constructor recursion depth mismatch".
-    directory = build(LAB, base, tmp_path / "stubs", [])
-    (directory / "tests" / "test_left_behind.py").write_text(LEFT_BEHIND, encoding="utf-8")
-    run = run_lab_tests(directory, extra=("tests/test_left_behind.py",))
+    run = run_beside_the_stubs(base, tmp_path, "test_left_behind.py", LEFT_BEHIND)
     assert [o.passed for o in run.outcomes] == [True], run.output[-3000:]
+
+
+FILLS_MEMORY = """
+import resource
+import threading
+
+import psutil
+
+from lab_helpers import run
+
+before = psutil.Process().memory_info().vms
+
+
+def test_code_under_test_fills_the_address_space():
+    resource.setrlimit(resource.RLIMIT_AS, (before + (1 << 30), resource.RLIM_INFINITY))
+
+    async def hoard():
+        kept = []
+        while True:  # untouched pages: the limit is met without the machine's memory
+            kept.append(bytes(64 << 20))
+
+    run(hoard())
+
+
+def test_the_next_test_starts_with_that_memory_free():
+    grown = psutil.Process().memory_info().vms - before
+    assert grown < 256 << 20, f"{grown >> 20} MiB of the last test's memory is still held"
+    started = threading.Event()
+    threading.Thread(target=started.set).start()
+    assert started.wait(10)
+"""
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="only Linux enforces an address-space limit")
+def test_memory_a_failed_test_filled_is_free_when_the_next_test_starts(
+    base: Path, tmp_path: Path
+) -> None:
+    # The grader limits the address space. A wrong read that allocates until MemoryError
+    # left its memory held by pytest's sys.last_value (and the task's reference cycle) into
+    # the next test, whose new thread then failed to start and Thread.start() waited for it
+    # until pytest-timeout: every in-host test of the submission lost a timeout's time.
+    run = run_beside_the_stubs(base, tmp_path, "test_fills_memory.py", FILLS_MEMORY)
+    assert [o.passed for o in run.outcomes] == [False, True], run.output[-3000:]
+    assert "MemoryError" in run.outcomes[0].message
 
 
 CORE = [s.id for s in LAB.stages if not s.optional]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import _thread
 import asyncio
 import contextlib
 import os
@@ -67,6 +68,7 @@ def _watchdog(seconds: float) -> Iterator[None]:
         yield  # signals reach only the main thread
         return
     armed = True
+    firing = threading.Lock()
 
     def interrupt(signum: int, frame: object) -> None:
         if armed:
@@ -78,13 +80,18 @@ def _watchdog(seconds: float) -> Iterator[None]:
 
     def watch() -> None:
         if not done.wait(seconds):
-            signal.pthread_kill(main, signal.SIGUSR1)
+            with firing:
+                if armed:
+                    signal.pthread_kill(main, signal.SIGUSR1)
 
     previous = signal.signal(signal.SIGUSR1, interrupt)
-    watcher = threading.Thread(target=watch, name="lab-watchdog", daemon=True)
     try:
-        watcher.start()
-    except RuntimeError:  # no thread to be had: the loop's own deadline still holds
+        # Not threading.Thread: its start() waits for the new thread to say it runs, forever
+        # when that thread fails first. Code under test that left the address space nearly
+        # full (a MemoryError whose frames are still alive) made every later test wait there
+        # until pytest-timeout.
+        _thread.start_new_thread(watch, ())
+    except (RuntimeError, MemoryError):  # no thread: the loop's own deadline still holds
         signal.signal(signal.SIGUSR1, previous)
         yield
         return
@@ -92,8 +99,8 @@ def _watchdog(seconds: float) -> Iterator[None]:
         yield
     finally:
         armed = False
-        done.set()
-        watcher.join()
+        with firing:  # a signal already on its way has arrived and finds the watch disarmed
+            done.set()
         signal.signal(signal.SIGUSR1, previous)
 
 
@@ -112,7 +119,12 @@ def _run_with_deadline(coroutine: Coroutine[Any, Any, T], timeout: float) -> T:
     try:
         loop.run_until_complete(asyncio.wait({task}, timeout=timeout))
         if task.done():
-            return task.result()
+            try:
+                return task.result()
+            finally:
+                # A failed call's traceback holds this frame: without the task in it, no
+                # cycle keeps the call's frames (and all they allocated) alive past the test.
+                del task
         where = waiting_at(task)
         task.cancel()
         loop.run_until_complete(asyncio.wait({task}, timeout=_CANCEL_GRACE_SECONDS))

@@ -484,6 +484,24 @@ def test_a_path_is_judged_as_given_never_expanded(
     refused(out, "symlink")
 
 
+@pytest.mark.parametrize("name", ["~", "$HOME"])
+def test_a_relative_target_named_like_an_expansion_is_judged_as_given(
+    workspace: Path, outside: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    # Called directly, a relative target is relative to the current folder, here the
+    # workspace: '~/notes.txt' is a file in its folder named '~', never in the home folder.
+    monkeypatch.setenv("HOME", str(outside))
+    monkeypatch.chdir(workspace)
+    try:
+        ensure_inside_workspace(str(workspace), f"{name}/notes.txt")
+    except WorkspaceEscapeError as error:
+        raise AssertionError(
+            f"{name + '/notes.txt'!r}, relative to the current folder (the workspace), is "
+            f"inside it, and was refused ({error}): judge the path as given, never what "
+            "os.path.expanduser or os.path.expandvars makes of it"
+        ) from error
+
+
 @pytest.mark.parametrize("variable", ["HOME", "PATH"])
 @pytest.mark.parametrize("spelling", ["${}", "${{{}}}"], ids=["dollar", "braces"])
 def test_a_workspace_named_like_an_expansion_is_judged_as_given(

@@ -492,9 +492,12 @@ def test_a_bad_byte_past_the_first_mebibyte_is_refused_too(workspace: Path) -> N
     unchanged(path, bytes(data), inode)
 
 
+@pytest.mark.parametrize("earlier", ["changes", "creates"])
 def test_edit_reads_the_file_inside_its_lane(
-    workspace: Path, app: Path, monkeypatch: pytest.MonkeyPatch
+    workspace: Path, app: Path, monkeypatch: pytest.MonkeyPatch, earlier: str
 ) -> None:
+    if earlier == "creates":
+        app.unlink()  # the write queued before the edit creates it
     probe = QueueProbe().install(monkeypatch)
 
     async def scenario() -> ToolOutput:
@@ -517,7 +520,11 @@ def test_edit_reads_the_file_inside_its_lane(
         await asyncio.wait({editing, waiting}, timeout=5, return_when=asyncio.FIRST_COMPLETED)
         waiting.cancel()
         raise_task_failures(editing)
-        assert entered.is_set(), "edit must run inside DEFAULT_MUTATION_QUEUE.run"
+        assert entered.is_set(), (
+            "edit must run inside DEFAULT_MUTATION_QUEUE.run and look at the file only there: "
+            f"an operation queued earlier {earlier} it first"
+            + (f". Got: {text_of(editing.result())!r}" if editing.done() else "")
+        )
         gate.set()
         await holding
         return await editing
@@ -525,8 +532,8 @@ def test_edit_reads_the_file_inside_its_lane(
     out = run(scenario())
     assert not out.is_error, (
         "invariant: edit reads the file inside its queued operation, after every earlier "
-        "operation on the file has finished; reading before MutationQueue.run edits a stale "
-        f"copy and loses the earlier change. Got: {text_of(out)}"
+        "operation on the file has finished (whether it exists, too); reading before "
+        f"MutationQueue.run edits a stale copy and loses the earlier change. Got: {text_of(out)}"
     )
     assert app.read_text() == SOURCE.replace("'hello '", "'hi '")
 

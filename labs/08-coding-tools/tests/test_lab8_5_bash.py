@@ -1306,6 +1306,7 @@ def test_the_guardrail_refuses_paths_outside_and_never_runs_them(
         "echo x>ok.txt",
         "echo x > ..notes && cp ..notes ok.txt",
         "echo x > ~notes && cp ~notes ok.txt",
+        "mkdir d && echo x > d/../ok.txt",
     ],
 )
 def test_the_guardrail_allows_relative_paths(workspace: Path, command: str) -> None:

@@ -433,31 +433,34 @@ def spy_on_listeners(signal: AbortSignal) -> Callable[[], int]:
     return lambda: len(active)
 
 
+def refers_to(fd: int, status: os.stat_result) -> bool:
+    """Whether ``fd`` is open on the file or folder that ``status`` describes (a closed
+    descriptor refers to nothing)."""
+    try:
+        info = os.fstat(fd)
+    except OSError:
+        return False
+    return (info.st_dev, info.st_ino) == (status.st_dev, status.st_ino)
+
+
 def track_descriptors(monkeypatch: pytest.MonkeyPatch, folder: Path) -> Callable[[], list[str]]:
     """Watch every descriptor ``os.open`` returns for a name in or below ``folder``; the
     returned function names those still open on the same file. It patches the process the
     tools run in: the grader runs such a test there."""
     root = os.path.realpath(folder)
-    opened: list[tuple[int, tuple[int, int], str]] = []
+    opened: list[tuple[int, os.stat_result, str]] = []
     real_open = os.open
 
     def spy(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
         fd = real_open(path, flags, *args, **kwargs)
         name = os.path.realpath(os.fsdecode(path))
         if os.path.commonpath([name, root]) == root:
-            status = os.fstat(fd)
-            opened.append((fd, (status.st_dev, status.st_ino), name))
+            opened.append((fd, os.fstat(fd), name))
         return fd
 
     monkeypatch.setattr(os, "open", spy)
 
     def still_open() -> list[str]:
-        left = []
-        for fd, identity, name in opened:
-            with contextlib.suppress(OSError):  # closed: EBADF
-                status = os.fstat(fd)
-                if (status.st_dev, status.st_ino) == identity:
-                    left.append(os.path.relpath(name, root))
-        return left
+        return [os.path.relpath(name, root) for fd, status, name in opened if refers_to(fd, status)]
 
     return still_open

@@ -23,6 +23,7 @@ from lab_helpers import (
     opened_on_this_thread,
     play_fifo_writer,
     raise_task_failures,
+    refers_to,
     run,
     snapshot,
     text_of,
@@ -764,8 +765,7 @@ def test_an_edit_through_a_link_locks_the_folder_of_the_real_file(
         try:
             real_flock(fd, operation)
         except BlockingIOError:
-            info = os.fstat(fd)
-            if (info.st_dev, info.st_ino) == (folder.st_dev, folder.st_ino):
+            if refers_to(fd, folder):
                 settled.set()
             raise
 
@@ -832,13 +832,6 @@ def test_an_edit_holds_the_folder_lock_from_its_read_to_its_rename(
     window = {"locked": False, "renamed": False}
     gaps: list[str] = []
 
-    def of_the_folder(fd: int) -> bool:
-        try:
-            info = os.fstat(fd)
-        except OSError:
-            return False
-        return (info.st_dev, info.st_ino) == (folder.st_dev, folder.st_ino)
-
     def lock_is_free() -> bool:
         probe = os.open(workspace, os.O_RDONLY)
         try:
@@ -855,14 +848,14 @@ def test_an_edit_holds_the_folder_lock_from_its_read_to_its_rename(
 
     def flock(fd: int, operation: int) -> None:
         real_flock(fd, operation)
-        if of_the_folder(fd):
+        if refers_to(fd, folder):
             if operation & fcntl.LOCK_UN:
                 released("flock(LOCK_UN)")
             elif operation & fcntl.LOCK_EX:
                 window["locked"] = True
 
     def close(fd: int) -> None:
-        folder_fd = of_the_folder(fd)
+        folder_fd = refers_to(fd, folder)
         real_close(fd)
         if folder_fd:
             released("os.close")

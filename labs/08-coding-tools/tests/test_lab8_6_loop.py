@@ -649,6 +649,31 @@ def test_each_run_gets_tools_of_its_own_containment(project: Path, outside: Path
     )
 
 
+def test_each_run_roots_its_tools_at_cwd_as_it_is_then(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The same relative cwd in two runs, the process's folder changed between them: the
+    # second run's tools must be made anew, rooted where "ws" is now.
+    for place in ("first", "second"):
+        (tmp_path / place / "ws").mkdir(parents=True)
+    turns = [
+        assistant_message(
+            [ToolCall("w1", "write", {"path": "x.txt", "content": "x\n"})], "toolUse"
+        ),
+        assistant_message([text("Written.")], "stop"),
+    ]
+    for place in ("first", "second"):
+        monkeypatch.chdir(tmp_path / place)
+        run(run_coding_agent(ScriptedModel(turns), "ws", "Write x.txt."))
+    landed = [(tmp_path / place / "ws" / "x.txt").exists() for place in ("first", "second")]
+    assert landed == [True, True], (
+        "two runs with cwd 'ws', the process in another folder for the second: each run's "
+        "write must land in the 'ws' of its own time. Make the tools for each run "
+        "(create_coding_tools(cwd, containment)), never keep them from an earlier run on the "
+        f"same folder. Written (first/ws, second/ws): {landed}"
+    )
+
+
 # A folder named like a shell expansion, and the variable the expansion would use.
 EXPANSIONS = {"tilde": ("~", "HOME"), "variable": ("$PROJ", "PROJ")}
 

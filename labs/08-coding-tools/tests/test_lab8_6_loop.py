@@ -58,6 +58,14 @@ def script() -> list[AssistantMessage]:
     ]
 
 
+def write_then_stop(path: str, content: str) -> list[AssistantMessage]:
+    """A script of one write, then a stop."""
+    return [
+        assistant_message([ToolCall("w1", "write", {"path": path, "content": content})], "toolUse"),
+        assistant_message([text("Written.")], "stop"),
+    ]
+
+
 @pytest.fixture
 def project(workspace: Path) -> Path:
     (workspace / "greet.py").write_text("print('hello')\n")
@@ -425,10 +433,7 @@ def test_an_absolute_path_under_the_workspace_as_given_is_inside(
     link = tmp_path / "via-link"
     link.symlink_to(workspace, target_is_directory=True)
     note = f"{link}/note.txt"  # as a model writes it from the prompt's workspace
-    turns = [
-        assistant_message([ToolCall("w1", "write", {"path": note, "content": "hi\n"})], "toolUse"),
-        assistant_message([text("Written.")], "stop"),
-    ]
+    turns = write_then_stop(note, "hi\n")
     result = run(run_coding_agent(ScriptedModel(turns), str(link), "Write a note."))
     written = result.messages[2]
     assert isinstance(written, ToolResultMessage) and not written.is_error, (
@@ -484,13 +489,7 @@ def test_a_run_leaves_the_current_folder_alone(
     (tmp_path / "ws").mkdir()
     monkeypatch.chdir(tmp_path)
     here = os.getcwd()
-    turns = [
-        assistant_message(
-            [ToolCall("w1", "write", {"path": "a.txt", "content": "a\n"})], "toolUse"
-        ),
-        assistant_message([text("Written.")], "stop"),
-    ]
-    model = FolderRecordingModel(turns)
+    model = FolderRecordingModel(write_then_stop("a.txt", "a\n"))
     run(run_coding_agent(model, "ws", "Write a.txt."))
     assert model.folders == [here] * 2 and os.getcwd() == here, (
         "a run changes nothing of the process around it: never os.chdir into the workspace "
@@ -656,15 +655,9 @@ def test_each_run_roots_its_tools_at_cwd_as_it_is_then(
     # second run's tools must be made anew, rooted where "ws" is now.
     for place in ("first", "second"):
         (tmp_path / place / "ws").mkdir(parents=True)
-    turns = [
-        assistant_message(
-            [ToolCall("w1", "write", {"path": "x.txt", "content": "x\n"})], "toolUse"
-        ),
-        assistant_message([text("Written.")], "stop"),
-    ]
     for place in ("first", "second"):
         monkeypatch.chdir(tmp_path / place)
-        run(run_coding_agent(ScriptedModel(turns), "ws", "Write x.txt."))
+        run(run_coding_agent(ScriptedModel(write_then_stop("x.txt", "x\n")), "ws", "Write x.txt."))
     landed = [(tmp_path / place / "ws" / "x.txt").exists() for place in ("first", "second")]
     assert landed == [True, True], (
         "two runs with cwd 'ws', the process in another folder for the second: each run's "
@@ -688,13 +681,7 @@ def test_the_tools_take_a_folder_named_like_an_expansion_as_it_is(
     (tmp_path / name / "proj").mkdir(parents=True)
     monkeypatch.setenv(variable, str(elsewhere))
     monkeypatch.chdir(tmp_path)
-    turns = [
-        assistant_message(
-            [ToolCall("w1", "write", {"path": "x.txt", "content": "x\n"})], "toolUse"
-        ),
-        assistant_message([text("Written.")], "stop"),
-    ]
-    model = ScriptedModel(turns)
+    model = ScriptedModel(write_then_stop("x.txt", "x\n"))
     run(run_coding_agent(model, f"{name}/proj", "Write x.txt."))
     landed = (tmp_path / name / "proj" / "x.txt").exists(), (elsewhere / "proj" / "x.txt").exists()
     named = str(tmp_path / name / "proj") in (model.requests[0].system_prompt or "")

@@ -29,8 +29,9 @@ def snapshot() -> set[int]:
 def leftovers(before: set[int], directory: Path | None) -> list[psutil.Process]:
     """Live processes that belong to the test and are not in ``before``. Only processes
     new since the snapshot are looked at, so the cost follows what the test started."""
+    # The test process and its ancestors are in ``before``: they existed when it was taken.
     me = psutil.Process()
-    spared = before | {me.pid} | {parent.pid for parent in me.parents()}
+    spared = before | {me.pid}
     root = str(directory.resolve()) if directory is not None else None
     found = []
     for pid in set(psutil.pids()) - spared:

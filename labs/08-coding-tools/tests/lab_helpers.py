@@ -248,8 +248,10 @@ def descriptors_on(monkeypatch: pytest.MonkeyPatch, target: str | os.PathLike[st
 
 class AbortsOnceLookedAt(AbortSignal):
     """A signal that fires right after its first look: the person presses stop just after the
-    tool has checked it once (before reading), while it reads or applies its batch. The
-    grader runs a test with a signal of its own where the tools run."""
+    tool has checked it once (before reading), while it reads or applies its batch. A look
+    is reading ``aborted``, calling ``raise_if_aborted`` or adding a listener (which then
+    hears the abort at once): a tool may watch the signal either way. The grader runs a test
+    with a signal of its own where the tools run."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -271,6 +273,11 @@ class AbortsOnceLookedAt(AbortSignal):
         self._look()
         if was:
             super().raise_if_aborted()
+
+    def add_listener(self, callback: Callable[[], object]) -> Callable[[], None]:
+        remove = super().add_listener(callback)
+        self._look()
+        return remove
 
 
 def call_without_threads(

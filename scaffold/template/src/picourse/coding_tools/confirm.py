@@ -5,8 +5,9 @@
 ``max_lines`` lines, then one line that says the diff was ``truncated``. Only ``\\n`` ends a
 line, as in read (not ``str.splitlines()``). A last line without a newline is followed by
 the line ``\\ No newline at end of file``, as diff and git print it (difflib does not add it
-for you). ``ask_before_change`` returns ``"unchanged"`` when old and new are equal (nobody
-is asked; a new file, even an empty one, is a change), else asks the approver with a
+for you); every line of the diff ends with ``\\n``, the last one too. ``ask_before_change``
+returns ``"unchanged"`` when old and new are equal (nobody is asked; a new file, even an
+empty one, is a change), else asks the approver with a
 ``ConfirmRequest`` carrying the diff and returns ``"approved"`` or ``"declined"``;
 ``ask_before_command`` asks with the command. ``terminal_confirmer`` builds an approver for
 a person: print the path and the diff in colour (rich), then the question with ``[y/N]`` in

@@ -521,19 +521,22 @@ def test_the_first_line_that_is_not_utf8_is_named(workspace: Path) -> None:
     )
 
 
-@pytest.mark.parametrize(("nul_at", "binary"), [(8191, True), (8192, False)])
+@pytest.mark.parametrize(("nul_at", "binary"), [(0, True), (8191, True), (8192, False)])
 def test_only_a_nul_in_the_first_8192_bytes_makes_a_file_binary(
     workspace: Path, nul_at: int, binary: bool
 ) -> None:
     # 127 lines of 64 bytes and 63 bytes more: the next byte is byte 8191 (counting from 0).
     head = (b"y" * 63 + b"\n") * 127 + b"z" * 63
     tail = b"\x00tail\n" if binary else b"\n\x00tail\n"
-    (workspace / "f.txt").write_bytes(head + tail)
+    content = b"\x00" + head[1:] + b"\ntail\n" if nul_at == 0 else head + tail
+    (workspace / "f.txt").write_bytes(content)
     assert (workspace / "f.txt").read_bytes().index(b"\x00") == nul_at
     out = call_now(tools(workspace), "read", path="f.txt")
     if binary:
+        where = "the first byte of the file" if nul_at == 0 else "the last of the first 8192"
         assert out.is_error and "binary" in text_of(out), (
-            f"the NUL is byte {nul_at}, the last of the first 8192: the file is binary"
+            f"the NUL is byte {nul_at}, {where}: the file is binary (a NUL anywhere in the "
+            "first 8192 bytes, byte 0 included: `b'\\0' in head`, not `head.find(...) > 0`)"
         )
     else:
         assert not out.is_error and "\x00tail" in text_of(out), (
@@ -849,6 +852,42 @@ def test_a_fifo_is_refused_without_waiting_for_a_writer(workspace: Path) -> None
     assert out.is_error and "not a regular file" in text_of(out), (
         "a FIFO is not a file to read: the error must say 'not a regular file', got: "
         f"{text_of(out)!r}"
+    )
+
+
+def test_a_fifo_holding_nul_bytes_is_refused_before_a_byte_is_read(workspace: Path) -> None:
+    # Like /dev/zero, a FIFO with bytes waiting is no file to read; unlike /dev/zero, a read
+    # that reads it anyway ends once the test closes the writing end.
+    fifo = workspace / "spool"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    writer = [os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)]
+    os.write(writer[0], b"\x00" * 64 + b"\n")
+    os.close(reader)  # the bytes stay in the FIFO while the writing end is open
+
+    def close_writer() -> None:
+        if writer:
+            os.close(writer.pop())
+
+    async def read_fifo() -> ToolOutput:
+        task = asyncio.ensure_future(call(tools(workspace), "read", {"path": "spool"}))
+        return await end_or_release(
+            task,
+            close_writer,
+            within=5,
+            failure="read waited on a FIFO: open with O_NONBLOCK and refuse what os.fstat "
+            "says is not a regular file (stat.S_ISREG), before reading a byte",
+        )
+
+    try:
+        out = run(read_fifo(), timeout=30)
+    finally:
+        close_writer()
+    assert out.is_error and "not a regular file" in text_of(out), (
+        "invariant: what os.fstat says is not a regular file is refused before a byte is "
+        "read, whatever its bytes are: this FIFO holds NUL bytes, and a sniff for binary "
+        "content before the S_ISREG check calls it 'binary' (and reads /dev/zero, say). "
+        f"Check S_ISREG right after fstat. Got: {text_of(out)!r}"
     )
 
 

@@ -425,6 +425,29 @@ def test_a_relative_workspace_is_read_from_the_current_folder_on_every_check(
         ensure_inside_workspace("ws", str(first / "ws" / "a.txt"))
 
 
+def test_a_relative_workspace_reached_through_a_link_is_judged_as_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = tmp_path / "real" / "ws"
+    real.mkdir(parents=True)
+    (real / "a.txt").write_text("inside\n")
+    (tmp_path / "ws-link").symlink_to(real, target_is_directory=True)
+    monkeypatch.chdir(tmp_path)
+    for target in ("ws-link/a.txt", str(tmp_path / "ws-link" / "a.txt")):
+        try:
+            ensure_inside_workspace("ws-link", target)
+        except WorkspaceEscapeError as error:
+            raise AssertionError(
+                "invariant: a relative workspace is made absolute as given "
+                "(os.path.abspath), like an absolute one, never by its real path "
+                f"(os.path.realpath): 'ws-link' is {str(tmp_path / 'ws-link')!r} for the "
+                f"lexical check, so {target!r} is inside. Got: {error}"
+            ) from error
+    with pytest.raises(WorkspaceEscapeError, match="escapes the workspace"):
+        # Through the real path, the lexical check compares with the workspace as given.
+        ensure_inside_workspace("ws-link", str(real / "a.txt"))
+
+
 # The workspace "café" (é as one code point, NFC) and a sibling spelt otherwise.
 SIBLING_SPELLINGS = {"upper-case": "CAFÉ", "other-unicode-form": "cafe\u0301"}
 

@@ -407,14 +407,36 @@ def test_a_new_file_gets_the_usual_mode(workspace: Path, umask: int) -> None:
     )
 
 
-def test_overwriting_keeps_the_permission_bits(workspace: Path) -> None:
+@pytest.mark.parametrize("mode", [0o751, 0o666], ids=["executable", "shared-writable"])
+def test_overwriting_keeps_the_permission_bits(workspace: Path, mode: int) -> None:
     target = workspace / "script.sh"
     target.write_text("echo old\n")
-    target.chmod(0o751)
-    call_now(create_coding_tools(workspace), "write", path="script.sh", content="echo new\n")
-    assert stat.S_IMODE(target.stat().st_mode) == 0o751, (
-        "invariant: replacing a file keeps its permission bits (an executable must stay "
-        "executable): give the temp file the old file's mode before the rename"
+    target.chmod(mode)
+    previous = os.umask(0o022)  # would take the group's and others' write bits off 0o666
+    try:
+        call_now(create_coding_tools(workspace), "write", path="script.sh", content="echo new\n")
+    finally:
+        os.umask(previous)
+    kept = stat.S_IMODE(target.stat().st_mode)
+    assert kept == mode, (
+        "invariant: replacing a file keeps its permission bits exactly (an executable must "
+        "stay executable, a file others may write stays writable for them): give the temp "
+        "file the old file's mode with os.fchmod before the rename; a mode given to os.open "
+        f"passes through the umask. Expected {mode:o}, got {kept:o}"
+    )
+
+
+def test_a_write_through_a_dangling_symlink_creates_its_target(workspace: Path) -> None:
+    os.symlink("notes.txt", workspace / "link.txt")  # notes.txt does not exist yet
+    out = call_now(create_coding_tools(workspace), "write", path="link.txt", content="new\n")
+    assert not out.is_error, text_of(out)
+    link, target = workspace / "link.txt", workspace / "notes.txt"
+    assert link.is_symlink() and target.is_file() and target.read_text() == "new\n", (
+        "invariant: a write through a symlink writes where it leads, also when the link is "
+        "dangling: its target (inside the workspace) is created and the link stays a link. "
+        "Replace the real path (os.path.realpath follows a dangling link as far as it "
+        f"leads), never the link. Got: link {'kept' if link.is_symlink() else 'replaced'}, "
+        f"notes.txt {'created' if target.exists() else 'missing'}"
     )
 
 

@@ -94,6 +94,7 @@ def test_an_edit_that_restates_its_text_applies_with_the_rest(
     edits = [{"old_text": same, "new_text": same}]
     if not alone:
         edits.append({"old_text": "'world'", "new_text": "'class'"})
+    inode = app.stat().st_ino
     out = edit(workspace, edits=edits)
     expected = SOURCE if alone else SOURCE.replace("'world'", "'class'")
     summary = "Applied 1 edit to app.py." if alone else "Applied 2 edits to app.py."
@@ -106,6 +107,11 @@ def test_an_edit_that_restates_its_text_applies_with_the_rest(
     assert isinstance(out.details, EditDetails) and out.details.edits == len(edits), (
         f"EditDetails.edits counts every edit of the batch that applied, {len(edits)} here, "
         f"also one whose new_text equals its old_text. Got: {out.details}"
+    )
+    assert app.stat().st_ino != inode, (
+        "a batch that applies is written once through write_atomic (a new file renamed over "
+        "the old one), also when it leaves the bytes as they were: the plain edit never "
+        "skips the write (writing nothing for identical content is Lab 8.8's gate)"
     )
 
 
@@ -971,6 +977,17 @@ NAMED_CASES: dict[str, tuple[Callable[[Path], str], dict[str, Any], bool]] = {
     "unencodable-new-text": (_app, {"old_text": "'hello '", "new_text": "'\ud800'"}, False),
     "read-only": (_read_only, {"old_text": "'hello '", "new_text": "'hi '"}, False),
 }
+
+
+def test_an_edit_of_a_directory_says_so_not_that_the_file_is_missing(workspace: Path) -> None:
+    (workspace / "pkg").mkdir()
+    out = call_now(create_coding_tools(workspace), "edit", path="pkg", old_text="a", new_text="b")
+    said = text_of(out)
+    assert out.is_error and "directory" in said and "not found" not in said.lower(), (
+        "invariant: an OSError other than a missing file is worded by describe_os_error(path, "
+        "error, action='edit'), which says what the system said (here: a directory), never "
+        f"'not found' for every error. Got: {said!r}"
+    )
 
 
 @pytest.mark.parametrize("case", list(NAMED_CASES))

@@ -123,6 +123,13 @@ def test_the_model_is_asked_once_per_turn_and_sees_the_tools_and_results(
             f"the system prompt must list each tool with its description; {tool['name']!r}'s "
             "is missing"
         )
+    offered = {tool["name"] for tool in first.tools}
+    for other in create_coding_tools(project, navigation=True).list():
+        assert other.name in offered or other.description not in first.system_prompt, (
+            f"the system prompt describes {other.name!r}, which the model is not offered: build "
+            "it from the very registry the loop gets (build_system_prompt(cwd, tools)), so "
+            "that it describes exactly the tools the model has"
+        )
     assert first.messages == [user_message(task)], (
         "the context holds the task, exactly as given (not stripped), as its only message; "
         "the prompt goes in system_prompt"
@@ -144,6 +151,13 @@ def test_the_agent_gets_the_tools_with_their_default_limits(project: Path) -> No
         "run_coding_agent gives the model create_coding_tools(cwd, containment) and nothing "
         "more: no longer bash timeout, no other read or output limits, no extra tools. "
         f"Offered: {offered}; the defaults: {defaults}"
+    )
+    definitions = create_coding_tools(project).definitions()
+    assert model.requests[0].tools == definitions, (
+        "the model is offered the tools' definitions as create_coding_tools makes them, "
+        "schemas and annotations included (read says it is read-only: readOnlyHint): hand "
+        "the loop that registry itself, never tools rebuilt from its parts. Offered: "
+        f"{model.requests[0].tools}"
     )
 
 
@@ -314,8 +328,8 @@ def test_the_system_prompt_describes_the_registry_it_is_given(
         "grep",
         # Two lines, indented, ending in a newline: the full description as it is, not its
         # first line or sentence, nor stripped.
-        "  Search the files of the workspace for a regular expression.\n"
-        '  Matches are listed as path:line: text, at most 100 of them, e.g. {"n": 1}.\n',
+        "  Search the files of the workspace for a regular expression (100% literal with -F).\n"
+        '  Matches are listed as path:line: text, at most 100 of them, e.g. {"n": 1} or %(n)s.\n',
         object_schema({"pattern": string("What to look for.")}),
         search,
     )
@@ -371,7 +385,9 @@ def test_the_system_prompt_names_a_folder_called_tilde_as_the_tools_do(
 
 
 @pytest.mark.parametrize(
-    "name", ["odd\\name with 'quotes'", "ends with a space "], ids=["quotes", "trailing-space"]
+    "name",
+    ["odd\\name with 'quotes'", "ends with a space ", "café"],
+    ids=["quotes", "trailing-space", "not-ascii"],
 )
 def test_the_system_prompt_names_an_odd_workspace_name_as_it_is(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
@@ -382,7 +398,8 @@ def test_the_system_prompt_names_an_odd_workspace_name_as_it_is(
     prompt = build_system_prompt(workspace.name, create_coding_tools(workspace.name))
     assert str(workspace) in prompt, (
         "the system prompt names the workspace as its absolute path, character for "
-        "character: no repr() or quoting that escapes a backslash or a quote, and no strip() "
+        "character: no repr(), json.dumps or quoting that escapes a backslash, a quote or a "
+        "letter such as é, and no strip() "
         "(a folder named 'ws ' is not 'ws')"
     )
 
@@ -410,16 +427,19 @@ def test_the_system_prompt_names_a_workspace_under_home_by_its_absolute_path(
     )
 
 
+@pytest.mark.parametrize("given", ["absolute", "relative"])
 def test_the_system_prompt_names_the_workspace_as_given_not_its_real_path(
-    workspace: Path, tmp_path: Path
+    workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, given: str
 ) -> None:
     link = tmp_path / "via-link"  # a name that is no part of the real path
     link.symlink_to(workspace, target_is_directory=True)
+    monkeypatch.chdir(tmp_path)
+    cwd = str(link) if given == "absolute" else link.name
     model = ScriptedModel([assistant_message([text("Nothing to do.")], "stop")])
-    run(run_coding_agent(model, str(link), "Say hello."))
+    run(run_coding_agent(model, cwd, "Say hello."))
     prompt = model.requests[0].system_prompt or ""
     assert str(link) in prompt and str(workspace) not in prompt, (
-        "the system prompt names the workspace by its absolute path "
+        f"the system prompt names the workspace {cwd!r} by its absolute path "
         f"(os.path.abspath(cwd)), here {str(link)!r}, not by its real path "
         "(os.path.realpath, Path.resolve): the tools check absolute paths against the "
         "workspace as given, so a path the model copies from the prompt would be refused "

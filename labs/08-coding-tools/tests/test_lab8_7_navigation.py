@@ -426,12 +426,21 @@ def test_a_gitignore_cut_at_its_first_mib_drops_its_partial_last_line(project: P
 
 
 def test_glob_skips_hidden_dependency_and_ignored_paths_unless_asked(project: Path) -> None:
+    # A virtual environment deeper down, with a name of its own: its pyvenv.cfg says what it is.
+    (project / "src/app/localenv/lib").mkdir(parents=True)
+    (project / "src/app/localenv/pyvenv.cfg").write_text("home = /usr\n")
+    (project / "src/app/localenv/lib/site.py").write_text("")
     everything = text_of(glob(project, "**/*"))
     for skipped in (".env", ".github", "node_modules", "env/", "build/", "notes.log"):
         assert skipped not in everything, (
             f"{skipped} must be skipped: hidden paths, dependency folders (node_modules, "
             "virtual environments) and what .gitignore ignores"
         )
+    assert "localenv" not in everything, (
+        "src/app/localenv holds a pyvenv.cfg: a virtual environment at any depth is skipped "
+        "(look for pyvenv.cfg in the folder being walked, os.path.join(folder, name), not "
+        f"below the search root). Got: {everything!r}"
+    )
     asked = lines_of(glob(project, "**/setup.py", include_hidden=True))
     assert asked == ["node_modules/left-pad/setup.py", "setup.py"], (
         "include_hidden=true searches everything"

@@ -29,6 +29,7 @@ from picourse.coding_tools import (
     create_coding_tools,
     terminal_confirmer,
 )
+from picourse.coding_tools.confirm import diff_preview
 from picourse.coding_tools.options import Containment
 from picourse.tool import ToolOutput, ToolRegistry
 from queue_probe import QueueProbe
@@ -353,6 +354,17 @@ def test_a_diff_is_capped_with_a_notice(workspace: Path) -> None:
     fits = approver.requests[-1].diff
     assert fits is not None and len(fits.splitlines()) == 100 and "truncated" not in fits, (
         "a diff of exactly 100 lines is shown whole"
+    )
+
+
+def test_diff_preview_caps_at_the_max_lines_it_is_given() -> None:
+    old, new = numbered(20), numbered(20).upper()
+    whole = diff_preview("f.txt", old, new, max_lines=1000).split("\n")
+    capped = diff_preview("f.txt", old, new, max_lines=5).split("\n")
+    assert capped[:5] == whole[:5] and "truncated" in capped[5] and capped[6:] == [""], (
+        "diff_preview(..., max_lines=5) shows the first 5 lines of the diff, then the "
+        "notice: cap at the max_lines it is given (100 is only its default), never at "
+        f"MAX_DIFF_LINES whatever the caller asked. Got: {capped[:8]!r}"
     )
 
 

@@ -76,6 +76,10 @@ def test_an_unread_file_cannot_be_edited_or_overwritten(workspace: Path, app: Pa
     refused(out, app, before, "app.py", "Read")
     out = call_now(tools, "write", path="app.py", content="x = 1\n")
     refused(out, app, before, "app.py", "Read")
+    # What the file already holds: still an overwrite of a file the session has not read
+    # (and once written, it would count as read).
+    out = call_now(tools, "write", path="app.py", content=SOURCE)
+    refused(out, app, before, "app.py", "Read")
     created = call_now(tools, "write", path="new.py", content="x = 1\n")
     assert not created.is_error, "a new file needs no read first"
 
@@ -822,12 +826,16 @@ def test_an_edit_that_adds_many_lines_applies(workspace: Path) -> None:
     assert (workspace / "notes.txt").read_text() == SIXTY.replace("line 10\n", "line 10\n" + added)
 
 
-def test_the_result_shows_the_edited_region_where_the_edit_happened(workspace: Path) -> None:
+@pytest.mark.parametrize("ending", ["\n", "\r\n"], ids=["lf", "crlf"])
+def test_the_result_shows_the_edited_region_where_the_edit_happened(
+    workspace: Path, ending: str
+) -> None:
     lines = [f"line {n}" for n in range(1, 61)]
     lines[2] = "value = 2"  # the new text already occurs near the top
     lines[49] = "value = 1"
     path = workspace / "config.py"
-    path.write_text("\n".join(lines) + "\n")
+    # In a CRLF file too: where an edit landed is measured in the text it was applied to.
+    path.write_bytes((ending.join(lines) + ending).encode())
     tools = session(workspace)
     read(tools, "config.py")
     out = edit(tools, "config.py", old_text="value = 1", new_text="value = 2")
@@ -840,7 +848,9 @@ def test_the_result_shows_the_edited_region_where_the_edit_happened(workspace: P
     )
     numbered = [line.split("│")[0].strip() for line in shown.splitlines() if "│" in line]
     assert numbered == [str(n) for n in range(47, 54)], (
-        "the edited line with 3 lines of context on each side"
+        "the edited line with 3 lines of context on each side (in a CRLF file too: the "
+        "places of the edits are offsets in the text they were applied to, so build the "
+        f"snippet from that text, before the endings are restored). Got lines {numbered}"
     )
     out = edit(tools, "config.py", old_text="line 60", new_text="line sixty")
     numbered = [line.split("│")[0].strip() for line in text_of(out).splitlines() if "│" in line]

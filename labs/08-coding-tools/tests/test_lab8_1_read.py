@@ -834,21 +834,30 @@ def test_a_file_changed_as_its_read_starts_is_not_remembered(
     )
 
 
+def read_or_release(
+    workspace: Path, path: str, release: Callable[[], object], failure: str
+) -> ToolOutput:
+    """Read ``path``; if the call is still running after 5 s, ``release`` what it waits on
+    until it ends, then fail with ``failure``."""
+
+    async def reading() -> ToolOutput:
+        task = asyncio.ensure_future(call(tools(workspace), "read", {"path": path}))
+        return await end_or_release(task, release, within=5, failure=failure)
+
+    return run(reading(), timeout=30)
+
+
 def test_a_fifo_is_refused_without_waiting_for_a_writer(workspace: Path) -> None:
     fifo = workspace / "pipe"
     os.mkfifo(fifo)
 
-    async def read_fifo() -> ToolOutput:
-        task = asyncio.ensure_future(call(tools(workspace), "read", {"path": "pipe"}))
-        return await end_or_release(
-            task,
-            lambda: play_fifo_writer(fifo),
-            within=5,
-            failure="read waited for a writer on a FIFO: open with O_NONBLOCK and refuse "
-            "what os.fstat says is not a regular file (stat.S_ISREG), before reading a byte",
-        )
-
-    out = run(read_fifo(), timeout=30)
+    out = read_or_release(
+        workspace,
+        "pipe",
+        lambda: play_fifo_writer(fifo),
+        "read waited for a writer on a FIFO: open with O_NONBLOCK and refuse what os.fstat "
+        "says is not a regular file (stat.S_ISREG), before reading a byte",
+    )
     assert out.is_error and "not a regular file" in text_of(out), (
         "a FIFO is not a file to read: the error must say 'not a regular file', got: "
         f"{text_of(out)!r}"
@@ -869,18 +878,14 @@ def test_a_fifo_holding_nul_bytes_is_refused_before_a_byte_is_read(workspace: Pa
         if writer:
             os.close(writer.pop())
 
-    async def read_fifo() -> ToolOutput:
-        task = asyncio.ensure_future(call(tools(workspace), "read", {"path": "spool"}))
-        return await end_or_release(
-            task,
-            close_writer,
-            within=5,
-            failure="read waited on a FIFO: open with O_NONBLOCK and refuse what os.fstat "
-            "says is not a regular file (stat.S_ISREG), before reading a byte",
-        )
-
     try:
-        out = run(read_fifo(), timeout=30)
+        out = read_or_release(
+            workspace,
+            "spool",
+            close_writer,
+            "read waited on a FIFO: open with O_NONBLOCK and refuse what os.fstat says is not "
+            "a regular file (stat.S_ISREG), before reading a byte",
+        )
     finally:
         close_writer()
     assert out.is_error and "not a regular file" in text_of(out), (

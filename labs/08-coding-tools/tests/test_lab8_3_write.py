@@ -21,7 +21,7 @@ import tempfile
 import threading
 import types
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -386,13 +386,20 @@ def test_every_write_uses_a_fresh_temp_name(
     )
 
 
-@pytest.mark.parametrize("umask", [0o022, 0o002, 0o077, 0o000])
-def test_a_new_file_gets_the_usual_mode(workspace: Path, umask: int) -> None:
-    previous = os.umask(umask)
+@contextlib.contextmanager
+def umask_set_to(mask: int) -> Iterator[None]:
+    """The process's umask is ``mask`` inside, and as it was again after."""
+    previous = os.umask(mask)
     try:
-        call_now(create_coding_tools(workspace), "write", path="fresh/new.txt", content="x\n")
+        yield
     finally:
         os.umask(previous)
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o002, 0o077, 0o000])
+def test_a_new_file_gets_the_usual_mode(workspace: Path, umask: int) -> None:
+    with umask_set_to(umask):
+        call_now(create_coding_tools(workspace), "write", path="fresh/new.txt", content="x\n")
     folder = stat.S_IMODE((workspace / "fresh").stat().st_mode)
     assert folder == 0o777 & ~umask, (
         f"a missing folder gets 0o777 & ~umask, as mkdir gives it; with umask {umask:03o} "
@@ -412,11 +419,8 @@ def test_overwriting_keeps_the_permission_bits(workspace: Path, mode: int) -> No
     target = workspace / "script.sh"
     target.write_text("echo old\n")
     target.chmod(mode)
-    previous = os.umask(0o022)  # would take the group's and others' write bits off 0o666
-    try:
+    with umask_set_to(0o022):  # would take the group's and others' write bits off 0o666
         call_now(create_coding_tools(workspace), "write", path="script.sh", content="echo new\n")
-    finally:
-        os.umask(previous)
     kept = stat.S_IMODE(target.stat().st_mode)
     assert kept == mode, (
         "invariant: replacing a file keeps its permission bits exactly (an executable must "
@@ -1566,13 +1570,10 @@ def test_the_temp_file_of_a_private_file_is_never_readable_by_others(
     target.write_text("TOKEN=old\n")
     target.chmod(0o600)
     spy = TempSpy(workspace.resolve()).install(monkeypatch)
-    previous = os.umask(0o022)
-    try:
+    with umask_set_to(0o022):
         out = call_now(
             create_coding_tools(workspace), "write", path="secret.env", content="TOKEN=new\n"
         )
-    finally:
-        os.umask(previous)
     assert not out.is_error, text_of(out)
     wider = [(where, f"{mode:o}") for where, mode in spy.modes if mode & ~0o600]
     assert spy.modes and not wider, (

@@ -430,6 +430,31 @@ def test_memory_is_bounded_by_the_window_not_the_file_or_one_line(workspace: Pat
     )
 
 
+def test_a_long_line_is_kept_to_max_read_bytes_however_many_chunks_it_spans(
+    workspace: Path,
+) -> None:
+    # One line of 24 MiB under max_read_bytes=1 MiB: it spans many chunks, and at most
+    # max_read_bytes + 1 bytes of it are kept in all, not that much of every chunk.
+    with open(workspace / "long.txt", "wb") as file:
+        for _ in range(24):
+            file.write(b"y" * 2**20)
+        file.write(b"\nafter\n")
+    registry = tools(workspace, max_read_bytes=2**20)
+    tracemalloc.start()
+    try:
+        out = call_now(registry, "read", path="long.txt")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert out.is_error and "too small to return a complete line" in text_of(out)
+    assert peak < 12 * 2**20, (
+        f"reading a 24 MiB line with max_read_bytes=1 MiB allocated {peak / 2**20:.0f} MiB at "
+        "peak: keep at most max_read_bytes + 1 bytes of the line being assembled in all, "
+        "across chunks (the room left is max_read_bytes + 1 minus what is kept already), "
+        "not that much of each chunk"
+    )
+
+
 def test_memory_is_bounded_by_the_byte_budget_not_by_the_line_limit(workspace: Path) -> None:
     # 80 lines of 400 KiB (32 MiB), each well within max_read_bytes=1 MiB alone: two fit
     # the budget together, a third does not. The line limit (240) would allow all 80, so

@@ -1472,19 +1472,36 @@ def test_a_name_of_255_bytes_can_be_written(workspace: Path) -> None:
 
 @pytest.mark.challenge
 @pytest.mark.parametrize("step", ["rename", "mkdir"], ids=["rename-fails", "mkdir-fails"])
-@pytest.mark.parametrize("shared", [False, True], ids=["alone", "folder-used-meanwhile"])
+@pytest.mark.parametrize(
+    "other",
+    ["none", "file", "folder"],
+    ids=["alone", "folder-used-meanwhile", "folder-made-meanwhile"],
+)
 def test_a_failed_write_removes_the_directories_it_created(
-    workspace: Path, monkeypatch: pytest.MonkeyPatch, step: str, shared: bool
+    workspace: Path, monkeypatch: pytest.MonkeyPatch, step: str, other: str
 ) -> None:
+    # Another writer may put a file in kept/new meanwhile ("file"), or create kept/new
+    # itself just before this write's mkdir of it ("folder"): either way kept/new is not
+    # this write's to remove.
     (workspace / "kept").mkdir()
-    used = workspace / "kept" / "new" / "other.txt"  # another writer's file, when shared
+    used = workspace / "kept" / "new" / "other.txt"  # another writer's file
+    real_mkdir = os.mkdir
+
+    def mkdir_after_another_writer(path: Any, *args: Any, **kwargs: Any) -> None:
+        if os.path.basename(os.fspath(path)) == "new" and not os.path.isdir(path):
+            real_mkdir(path, *args, **kwargs)
+            raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), path)
+        real_mkdir(path, *args, **kwargs)
+
+    if other == "folder":
+        monkeypatch.setattr(os, "mkdir", mkdir_after_another_writer)
 
     def broken(real: Callable[..., None]) -> Callable[..., None]:
         def fail(path: Any, *args: Any, **kwargs: Any) -> None:
             if step == "mkdir" and os.path.basename(os.fspath(path)) != "deeper":
                 real(path, *args, **kwargs)  # kept/new is made; kept/new/deeper fails
                 return
-            if shared:
+            if other == "file":
                 used.write_text("keep me\n")
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
@@ -1497,12 +1514,16 @@ def test_a_failed_write_removes_the_directories_it_created(
     )
     assert out.is_error, "a write that fails midway is an error result"
     expected: dict[str, bytes | str] = {"kept": "<dir>"}
-    if shared:
+    if other == "file":
         expected.update({"kept/new": "<dir>", "kept/new/other.txt": b"keep me\n"})
+    elif other == "folder":
+        expected["kept/new"] = "<dir>"
     assert snapshot(workspace) == expected, (
         "a failed write leaves no trace: remove the directories it created (and only those), "
         "deepest first, each only while it is empty: another writer may have put a file in "
-        "one meanwhile (os.rmdir fails then: leave that folder and go on)"
+        "one meanwhile (os.rmdir fails then: leave that folder and go on), or created one "
+        "itself just before this write's mkdir of it (FileExistsError: not this write's "
+        "folder, never remove it)"
     )
 
 

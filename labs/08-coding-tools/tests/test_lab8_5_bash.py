@@ -1203,6 +1203,61 @@ def test_output_still_in_the_pipes_when_the_shell_exits_is_read(
     )
 
 
+# A command whose SIGTERM handler prints its last words on both pipes and exits.
+LAST_WORDS = """
+    import os, signal, sys, time
+    def last_words(signum, frame):
+        sys.stdout.write("stdout: cleaned up\\n")
+        sys.stderr.write("stderr: cleaned up\\n")
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
+    signal.signal(signal.SIGTERM, last_words)
+    with open("handler.ready", "w") as f:
+        f.write("ready\\n")
+    time.sleep(120)  # a leftover still ends by itself
+"""
+
+READ_DELAY_SECONDS = 0.3
+
+
+def read_each_pipe_late(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make asyncio read a pipe only READ_DELAY_SECONDS after it becomes readable (as a
+    busy event loop might): output written as the group ends is still in the pipes when
+    the group is gone."""
+    transport = asyncio.unix_events._UnixReadPipeTransport  # type: ignore[attr-defined]
+    read_now = transport._read_ready
+
+    def read_later(self: Any) -> None:
+        self._loop._remove_reader(self._fileno)
+        self._loop.call_later(READ_DELAY_SECONDS, read_then_listen, self)
+
+    def read_then_listen(self: Any) -> None:
+        if self._closing:
+            return  # closed meanwhile: what was still in the pipe is lost
+        read_now(self)
+        if not self._closing and not self._paused:
+            self._loop._add_reader(self._fileno, self._read_ready)
+
+    monkeypatch.setattr(transport, "_read_ready", read_later)
+
+
+def test_what_the_group_prints_as_a_timeout_ends_it_is_read(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    read_each_pipe_late(monkeypatch)
+    command = script(workspace, "last_words.py", LAST_WORDS)
+    out = call_until_ready(workspace, command, "handler.ready", 1000)
+    assert out.details.timed_out, text_of(out)
+    shown = text_of(out)
+    assert "stdout: cleaned up" in shown and "stderr: cleaned up" in shown, (
+        "the command's SIGTERM handler printed its last words on both pipes as the timeout "
+        "ended it, and the result lost them: after a timeout's or an abort's kill too, "
+        "read both pipes to their end (the same short drain, about 2 s, as after an exit) "
+        f"before closing them. Got: {shown!r}"
+    )
+
+
 def test_a_command_that_never_stops_printing_still_ends_at_its_timeout(
     workspace: Path,
 ) -> None:

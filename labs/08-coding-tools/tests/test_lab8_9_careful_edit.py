@@ -350,6 +350,20 @@ def test_several_matches_without_replace_all_name_their_lines(workspace: Path, a
     )
 
 
+def test_a_match_of_several_lines_is_named_by_the_line_it_starts_on(workspace: Path) -> None:
+    path = workspace / "pairs.py"
+    data = b"a = 1\nx = 0\ny = 0\nb = 2\nx = 0\ny = 0\n"
+    path.write_bytes(data)
+    tools = session(workspace)
+    read(tools, "pairs.py")
+    out = edit(tools, "pairs.py", old_text="x = 0\ny = 0", new_text="x = y = 0")
+    assert "(lines 2, 5)" in text_of(out), (
+        "old_text of two lines matches on lines 2-3 and 5-6: name each match by the line it "
+        f"starts on, (lines 2, 5). Got: {text_of(out)!r}"
+    )
+    refused(out, path, data, "edits[0]", "2 times in pairs.py", "replace_all")
+
+
 @pytest.mark.parametrize("line", [2, 1000, 10_000])
 def test_a_line_number_prefix_gets_a_hint_to_drop_it(workspace: Path, line: int) -> None:
     path = workspace / "values.py"

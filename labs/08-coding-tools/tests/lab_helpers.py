@@ -247,19 +247,19 @@ def descriptors_on(monkeypatch: pytest.MonkeyPatch, target: str | os.PathLike[st
 
 
 class AbortsOnceLookedAt(AbortSignal):
-    """A signal that fires right after its first look: the person presses stop just after the
-    tool has checked it once (before reading), while it reads or applies its batch. A look
-    is reading ``aborted``, calling ``raise_if_aborted`` or adding a listener (which then
-    hears the abort at once): a tool may watch the signal either way. The grader runs a test
-    with a signal of its own where the tools run."""
+    """A signal that fires right after its first look (or its ``looks``-th): the person
+    presses stop just after the tool has checked it once (before reading), while it reads
+    or applies its batch. A look is reading ``aborted``, calling ``raise_if_aborted`` or
+    adding a listener (which then hears the abort at once): a tool may watch the signal
+    either way. The grader runs a test with a signal of its own where the tools run."""
 
-    def __init__(self) -> None:
+    def __init__(self, looks: int = 1) -> None:
         super().__init__()
-        self._looked = False
+        self._looks_left = looks
 
     def _look(self) -> None:
-        if not self._looked:
-            self._looked = True
+        self._looks_left -= 1
+        if self._looks_left == 0:
             self._abort("user pressed stop")
 
     @property

@@ -401,6 +401,22 @@ def test_a_files_only_line_that_cannot_fit_is_refused_not_cut(
     assert char * 10 not in text_of(out), "the error must not include part of the line"
 
 
+def reads_with_peak(
+    registry: ToolRegistry, path: str, *offsets: int | None
+) -> tuple[list[ToolOutput], int]:
+    """Read ``path`` at each offset in turn (None: no offset given) under tracemalloc;
+    the results and the most memory allocated at once."""
+    tracemalloc.start()
+    try:
+        outs = [
+            call_now(registry, "read", path=path, **({} if offset is None else {"offset": offset}))
+            for offset in offsets
+        ]
+        return outs, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
 def test_memory_is_bounded_by_the_window_not_the_file_or_one_line(workspace: Path) -> None:
     # A 64 MiB file whose middle line alone is 64 MiB: neither the file nor that line may
     # be held in memory; a window of the lines around it is all a read keeps.
@@ -409,15 +425,7 @@ def test_memory_is_bounded_by_the_window_not_the_file_or_one_line(workspace: Pat
         for _ in range(64):
             file.write(b"x" * 2**20)
         file.write(b"\nlast\n")
-    registry = tools(workspace)
-    tracemalloc.start()
-    try:
-        first = call_now(registry, "read", path="huge.txt")
-        middle = call_now(registry, "read", path="huge.txt", offset=2)
-        last = call_now(registry, "read", path="huge.txt", offset=3)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    (first, middle, last), peak = reads_with_peak(tools(workspace), "huge.txt", None, 2, 3)
     assert text_of(first) == numbered(["first"]) + (
         "\n\n[Showing lines 1-1 of 3; continue with offset=2]"
     ), "the huge line ends the window, and the notice still counts every line of the file"
@@ -439,13 +447,7 @@ def test_a_long_line_is_kept_to_max_read_bytes_however_many_chunks_it_spans(
         for _ in range(24):
             file.write(b"y" * 2**20)
         file.write(b"\nafter\n")
-    registry = tools(workspace, max_read_bytes=2**20)
-    tracemalloc.start()
-    try:
-        out = call_now(registry, "read", path="long.txt")
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    (out,), peak = reads_with_peak(tools(workspace, max_read_bytes=2**20), "long.txt", None)
     assert out.is_error and "too small to return a complete line" in text_of(out)
     assert peak < 12 * 2**20, (
         f"reading a 24 MiB line with max_read_bytes=1 MiB allocated {peak / 2**20:.0f} MiB at "
@@ -464,13 +466,7 @@ def test_memory_is_bounded_by_the_byte_budget_not_by_the_line_limit(workspace: P
     with open(workspace / "wide.txt", "wb") as file:
         for n in range(1, 81):
             file.write(b"%03d " % n + b"w" * (width - 4) + b"\n")
-    registry = tools(workspace, max_read_bytes=2**20)
-    tracemalloc.start()
-    try:
-        out = call_now(registry, "read", path="wide.txt")
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    (out,), peak = reads_with_peak(tools(workspace, max_read_bytes=2**20), "wide.txt", None)
     lines = [f"{n:03d} " + "w" * (width - 4) for n in (1, 2)]
     assert text_of(out) == numbered(lines) + (
         "\n\n[Showing lines 1-2 of 80; continue with offset=3]"
@@ -673,14 +669,7 @@ def test_a_window_of_a_huge_file_uses_memory_bounded_by_the_window(workspace: Pa
     with open(path, "wb") as file:
         for _ in range(64):  # 64 MB, 640,000 lines: four times the memory a read may use
             file.write(block)
-    registry = tools(workspace)
-    tracemalloc.start()
-    try:
-        first = call_now(registry, "read", path="huge.log")
-        last = call_now(registry, "read", path="huge.log", offset=639_900)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    (first, last), peak = reads_with_peak(tools(workspace), "huge.log", None, 639_900)
     assert first.details.lines == 640_000 and last.details.end_line == 640_000
     assert text_of(last).startswith("639900│ "), "the last window must start at its offset"
     assert peak < 16 * 2**20, (

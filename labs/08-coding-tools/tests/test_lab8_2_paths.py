@@ -390,6 +390,21 @@ def test_a_relative_target_is_read_from_the_current_folder(
     ensure_inside_workspace(str(workspace), f"{workspace.name}/a.txt")
 
 
+def test_a_relative_target_is_resolved_from_the_current_folder_too(
+    workspace: Path, outside: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # From the folder sub of the workspace, 'link' is sub/link, which leads outside; the
+    # workspace has no 'link' of its own, so joined onto the workspace it would look fine.
+    (workspace / "sub").mkdir()
+    os.symlink(outside, workspace / "sub" / "link")
+    monkeypatch.chdir(workspace / "sub")
+    with pytest.raises(WorkspaceEscapeError) as raised:
+        # Relative to the current folder (sub), as os.path.abspath reads it, for the
+        # real-path check as for the lexical one: never joined onto the workspace.
+        ensure_inside_workspace(str(workspace), "link/secret.txt")
+    refused(ToolOutput.error(str(raised.value)), "symlink")
+
+
 def test_a_relative_target_that_leaves_by_dotdot_is_judged_lexically_when_called_directly(
     workspace: Path, outside: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -256,6 +256,10 @@ def test_every_write_result_names_the_file(
             "an OSError while writing is an error result that gives the system's reason "
             f"(error.strerror): describe_os_error words it. Got: {message!r}"
         )
+        assert re.search(r"\bwrite\b", message) and not re.search(r"\bedit\b", message), (
+            "an OSError of write says that the write failed: describe_os_error(path, error, "
+            f'action="write"), never another tool\'s action. Got: {message!r}'
+        )
     if case == "rename-fails-temp-gone":
         assert os.strerror(errno.EXDEV) in message and "not found" not in message.lower(), (
             "when the clean-up finds the temp file already gone, the result still gives the "
@@ -427,6 +431,26 @@ def test_overwriting_keeps_the_permission_bits(workspace: Path, mode: int) -> No
         "stay executable, a file others may write stays writable for them): give the temp "
         "file the old file's mode with os.fchmod before the rename; a mode given to os.open "
         f"passes through the umask. Expected {mode:o}, got {kept:o}"
+    )
+
+
+def test_overwriting_keeps_the_permission_bits_whoever_writes(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Students run these tests as a normal user, the course's CI as root. Run as root, this
+    # test plays a normal user (the effective ids say 65534): the bits are kept either way.
+    if os.geteuid() == 0:
+        monkeypatch.setattr(os, "geteuid", lambda: 65534)
+        monkeypatch.setattr(os, "getegid", lambda: 65534)
+    target = workspace / "script.sh"
+    target.write_text("echo old\n")
+    target.chmod(0o751)
+    call_now(create_coding_tools(workspace), "write", path="script.sh", content="echo new\n")
+    kept = stat.S_IMODE(target.stat().st_mode)
+    assert kept == 0o751, (
+        "invariant: replacing a file keeps its permission bits whoever writes it, a normal "
+        "user as much as root: os.fchmod the temp file to the old mode always; only the "
+        f"owner is kept where allowed. Expected 751, got {kept:o}"
     )
 
 

@@ -278,6 +278,14 @@ def test_new_text_is_written_byte_for_byte_with_its_own_line_endings(
         "invariant: new_text is written byte for byte, its \\r\\n too: the plain edit "
         f"normalises no line ending. Got {app.read_bytes()!r}"
     )
+    dos = workspace / "dos.txt"
+    dos.write_bytes(b"one\r\ntwo\r\n")
+    out = edit(workspace, path="dos.txt", old_text="two", new_text="2\nII")
+    assert not out.is_error and dos.read_bytes() == b"one\r\n2\nII\r\n", (
+        "invariant: new_text is written byte for byte, its \\n too, also into a file whose "
+        "lines end with \\r\\n: the plain edit never adapts new_text to the file's line "
+        f"endings (that is 8.9's careful edit). Got {dos.read_bytes()!r}"
+    )
 
 
 def test_an_edit_of_a_file_in_a_missing_folder_creates_nothing(workspace: Path) -> None:
@@ -678,6 +686,30 @@ def test_an_abort_that_fires_after_the_first_check_still_stops_the_edit(
         f"is unchanged. Got: {said[:300]!r}"
     )
     unchanged(path, before, inode)
+
+
+def test_an_edit_that_says_aborted_has_written_nothing_whenever_the_abort_comes(
+    workspace: Path,
+) -> None:
+    # The abort comes right after the signal's first look, then right after its second,
+    # and so on, until an edit ends without seeing it (the abort came after its last look).
+    path = workspace / "app.py"
+    for looks in range(1, 100):
+        path.write_text(SOURCE)
+        before, inode = path.read_bytes(), path.stat().st_ino
+        arguments = {"path": "app.py", "old_text": "'hello '", "new_text": "'hi '"}
+        signal = AbortsOnceLookedAt(looks)
+        out = run(call(create_coding_tools(workspace), "edit", arguments, signal=signal))
+        if "aborted" not in text_of(out):
+            assert not out.is_error and path.read_bytes() == before.replace(b"'hello '", b"'hi '")
+            break
+        assert out.is_error and path.read_bytes() == before, (
+            f"the abort came right after the signal's look number {looks}; the edit said "
+            "'aborted' but the file was written all the same: look at the signal right before "
+            "write_atomic, never after it (an edit that says aborted has written nothing). "
+            f"Got: {text_of(out)[:200]!r}"
+        )
+        unchanged(path, before, inode)
 
 
 @pytest.mark.parametrize("link", [None, "app.py"], ids=["fifo", "symlink-to-fifo"])

@@ -1352,6 +1352,17 @@ def test_the_guardrail_refuses_paths_outside_and_never_runs_them(
     assert not (workspace / "ran.txt").exists(), "a refused command must not run at all"
 
 
+def test_the_guardrail_refuses_an_absolute_path_into_the_workspace_too(workspace: Path) -> None:
+    (workspace / "notes.txt").write_text("inside\n")
+    command = f"cat {workspace / 'notes.txt'} > ran.txt"
+    out = call_now(create_coding_tools(workspace), "bash", command=command)
+    assert out.is_error and "guardrail" in text_of(out), (
+        "the guardrail refuses every word that starts with /, wherever it leads: it looks at "
+        f"words, never at where they lead. {command!r} got: {text_of(out)!r}"
+    )
+    assert not (workspace / "ran.txt").exists(), "a refused command must not run at all"
+
+
 @pytest.mark.parametrize(
     "command",
     [

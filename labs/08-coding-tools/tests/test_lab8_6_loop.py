@@ -285,8 +285,16 @@ def test_a_write_of_what_the_file_holds_answers_as_the_plain_tools_do(project: P
 
 def test_a_workspace_that_does_not_exist_yet_still_runs(tmp_path: Path) -> None:
     missing = tmp_path / "not-yet"
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOP SECRET\n")
     turns = [
-        assistant_message([ToolCall("b1", "bash", {"command": "pwd"})], "toolUse"),
+        assistant_message(
+            [
+                ToolCall("b1", "bash", {"command": "pwd"}),
+                ToolCall("r1", "read", {"path": str(secret)}),
+            ],
+            "toolUse",
+        ),
         assistant_message([text("Done.")], "stop"),
     ]
     try:
@@ -303,6 +311,12 @@ def test_a_workspace_that_does_not_exist_yet_still_runs(tmp_path: Path) -> None:
     final = result.messages[-1]
     assert "not-yet" in answered.text and isinstance(final, AssistantMessage), answered.text
     assert final.text == "Done.", "the run goes on to the model's last turn"
+    refusal = result.messages[3]
+    assert isinstance(refusal, ToolResultMessage) and refusal.is_error, (
+        "a workspace that does not exist yet keeps its containment: the tools are "
+        "create_coding_tools(cwd, containment) as given, so a read outside it is refused"
+    )
+    assert "TOP SECRET" not in refusal.text
 
 
 def test_workspace_containment_is_the_default(project: Path, outside: Path) -> None:

@@ -143,7 +143,10 @@ def test_ls_lists_a_subfolder_and_refuses_a_file_or_a_missing_path(project: Path
         "core.py",
         "[3 entries]",
     ]
-    for path, says in (("README.md", "is a file, not a directory"), ("missing", "File not found")):
+    for path, says in (
+        ("README.md", "README.md is a file, not a directory"),
+        ("missing", "File not found"),
+    ):
         out = ls(project, path=path)
         assert out.is_error and path in text_of(out) and says in text_of(out), (
             f"ls {path} must be an error that names it and says {says!r}: a missing path is "
@@ -523,7 +526,10 @@ def test_glob_with_no_match_says_so_and_bad_patterns_are_errors(project: Path) -
             f"a pattern of whitespace alone ({blank!r}) is refused as empty, as the handout "
             f"says, never searched. Got: {text_of(refused)!r}"
         )
-    for path, says in (("README.md", "is a file, not a directory"), ("missing", "File not found")):
+    for path, says in (
+        ("README.md", "README.md is a file, not a directory"),
+        ("missing", "File not found"),
+    ):
         out = glob(project, "*", path=path)
         assert out.is_error and path in text_of(out) and says in text_of(out), (
             f"glob below {path!r} must be an error that names it and says {says!r}, as ls "

@@ -34,6 +34,14 @@ def refused(out: ToolOutput, why: str = "escapes the workspace", *, not_why: str
     assert "TOP SECRET" not in text_of(out), "nothing outside the workspace may be read"
 
 
+def assert_inside(workspace: str, target: str, why: str) -> None:
+    """``ensure_inside_workspace`` lets ``target`` pass; else fail saying ``why``."""
+    try:
+        ensure_inside_workspace(workspace, target)
+    except WorkspaceEscapeError as error:
+        raise AssertionError(f"{why} Got: {error}") from error
+
+
 def test_relative_and_absolute_paths_inside_the_workspace_are_allowed(workspace: Path) -> None:
     (workspace / "sub").mkdir()
     (workspace / "sub" / "a.txt").write_text("inside\n")
@@ -194,14 +202,13 @@ def test_a_new_file_behind_a_symlinked_directory_is_refused(workspace: Path, out
 
 def test_a_dangling_symlink_that_stays_inside_is_allowed(workspace: Path) -> None:
     os.symlink("new.txt", workspace / "later.txt")  # new.txt does not exist yet
-    try:
-        ensure_inside_workspace(str(workspace), str(workspace / "later.txt"))
-    except WorkspaceEscapeError as error:
-        raise AssertionError(
-            "invariant: a dangling symlink whose target lies inside the workspace is inside: "
-            "os.path.realpath follows it as far as it leads (to new.txt here), and that is "
-            f"what you compare. Got: {error}"
-        ) from error
+    assert_inside(
+        str(workspace),
+        str(workspace / "later.txt"),
+        "invariant: a dangling symlink whose target lies inside the workspace is inside: "
+        "os.path.realpath follows it as far as it leads (to new.txt here), and that is "
+        "what you compare.",
+    )
     # resolve_path, which write and edit go through, lets it pass too (8.3 writes its target).
     resolve_path(CodingToolOptions(str(workspace)), "later.txt")
 
@@ -369,14 +376,12 @@ def test_a_target_through_a_link_and_back_is_read_lexically_when_called_directly
     (workspace / "a.txt").write_text("inside\n")
     os.symlink(outside, workspace / "away")
     target = f"{workspace}/away/../a.txt"  # a.txt of the workspace, as resolve_path joins it
-    try:
-        ensure_inside_workspace(str(workspace), target)
-    except WorkspaceEscapeError as error:
-        raise AssertionError(
-            f"invariant: {target} is the workspace's a.txt, read lexically (os.path.abspath "
-            "the target first, then resolve symlinks of that): the tools open it so. "
-            f"Got: {error}"
-        ) from error
+    assert_inside(
+        str(workspace),
+        target,
+        f"invariant: {target} is the workspace's a.txt, read lexically (os.path.abspath "
+        "the target first, then resolve symlinks of that): the tools open it so.",
+    )
 
 
 def test_a_relative_target_is_read_from_the_current_folder(
@@ -405,6 +410,40 @@ def test_a_relative_target_is_resolved_from_the_current_folder_too(
     refused(ToolOutput.error(str(raised.value)), "symlink")
 
 
+def test_a_link_that_leads_to_the_workspace_itself_is_inside(workspace: Path) -> None:
+    (workspace / "self").symlink_to(".", target_is_directory=True)
+    for target in (str(workspace / "self"), f"{workspace / 'self'}/"):
+        assert_inside(
+            str(workspace),
+            target,
+            f"{target!r} is a link to the workspace itself, which is inside (as '.' is): "
+            "a real path equal to the workspace's is fine.",
+        )
+
+
+@pytest.mark.parametrize("shape", ["chain", "dotdot"], ids=["chain-of-links", "link-with-dotdot"])
+def test_a_workspace_reached_through_links_of_any_shape_holds_its_files(
+    tmp_path: Path, shape: str
+) -> None:
+    real = tmp_path / "real" / "ws"
+    real.mkdir(parents=True)
+    (real / "a.txt").write_text("inside\n")
+    (tmp_path / "links").mkdir()
+    if shape == "chain":  # links/ws -> hop -> real/ws: two hops
+        (tmp_path / "links" / "hop").symlink_to(real, target_is_directory=True)
+        (tmp_path / "links" / "ws").symlink_to("hop", target_is_directory=True)
+    else:  # links/ws -> ../real/ws
+        (tmp_path / "links" / "ws").symlink_to("../real/ws", target_is_directory=True)
+    workspace = tmp_path / "links" / "ws"
+    assert_inside(
+        str(workspace),
+        str(workspace / "a.txt"),
+        f"a workspace reached through a link ({shape}) holds its own files: resolve the "
+        "workspace's real path with os.path.realpath, which follows every hop and "
+        "reads each link's text from the link's own folder.",
+    )
+
+
 def test_a_relative_target_that_leaves_by_dotdot_is_judged_lexically_when_called_directly(
     workspace: Path, outside: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -428,14 +467,13 @@ def test_a_relative_workspace_is_read_from_the_current_folder_on_every_check(
     monkeypatch.chdir(first)
     ensure_inside_workspace("ws", str(first / "ws" / "a.txt"))
     monkeypatch.chdir(second)
-    try:
-        ensure_inside_workspace("ws", str(second / "ws" / "a.txt"))
-    except WorkspaceEscapeError as error:
-        raise AssertionError(
-            "invariant: a relative workspace names a folder of the current folder at the time "
-            "of the check: after a chdir, 'ws' is another folder. Make it absolute on every "
-            f"check; remember no root of an earlier one. Got: {error}"
-        ) from error
+    assert_inside(
+        "ws",
+        str(second / "ws" / "a.txt"),
+        "invariant: a relative workspace names a folder of the current folder at the time "
+        "of the check: after a chdir, 'ws' is another folder. Make it absolute on every "
+        "check; remember no root of an earlier one.",
+    )
     with pytest.raises(WorkspaceEscapeError, match="escapes the workspace"):
         ensure_inside_workspace("ws", str(first / "ws" / "a.txt"))
 
@@ -449,15 +487,14 @@ def test_a_relative_workspace_reached_through_a_link_is_judged_as_given(
     (tmp_path / "ws-link").symlink_to(real, target_is_directory=True)
     monkeypatch.chdir(tmp_path)
     for target in ("ws-link/a.txt", str(tmp_path / "ws-link" / "a.txt")):
-        try:
-            ensure_inside_workspace("ws-link", target)
-        except WorkspaceEscapeError as error:
-            raise AssertionError(
-                "invariant: a relative workspace is made absolute as given "
-                "(os.path.abspath), like an absolute one, never by its real path "
-                f"(os.path.realpath): 'ws-link' is {str(tmp_path / 'ws-link')!r} for the "
-                f"lexical check, so {target!r} is inside. Got: {error}"
-            ) from error
+        assert_inside(
+            "ws-link",
+            target,
+            "invariant: a relative workspace is made absolute as given "
+            "(os.path.abspath), like an absolute one, never by its real path "
+            f"(os.path.realpath): 'ws-link' is {str(tmp_path / 'ws-link')!r} for the "
+            f"lexical check, so {target!r} is inside.",
+        )
     with pytest.raises(WorkspaceEscapeError, match="escapes the workspace"):
         # Through the real path, the lexical check compares with the workspace as given.
         ensure_inside_workspace("ws-link", str(real / "a.txt"))
@@ -530,14 +567,13 @@ def test_a_relative_target_named_like_an_expansion_is_judged_as_given(
     # workspace: '~/notes.txt' is a file in its folder named '~', never in the home folder.
     monkeypatch.setenv("HOME", str(outside))
     monkeypatch.chdir(workspace)
-    try:
-        ensure_inside_workspace(str(workspace), f"{name}/notes.txt")
-    except WorkspaceEscapeError as error:
-        raise AssertionError(
-            f"{name + '/notes.txt'!r}, relative to the current folder (the workspace), is "
-            f"inside it, and was refused ({error}): judge the path as given, never what "
-            "os.path.expanduser or os.path.expandvars makes of it"
-        ) from error
+    assert_inside(
+        str(workspace),
+        f"{name}/notes.txt",
+        f"{name + '/notes.txt'!r}, relative to the current folder (the workspace), is "
+        "inside it, and was refused: judge the path as given, never what "
+        "os.path.expanduser or os.path.expandvars makes of it.",
+    )
 
 
 @pytest.mark.parametrize("variable", ["HOME", "PATH"])
@@ -549,14 +585,13 @@ def test_a_workspace_named_like_an_expansion_is_judged_as_given(
     # name into another folder's, and every file in the workspace would then be "outside".
     named = tmp_path / spelling.format(variable)
     named.mkdir()
-    try:
-        ensure_inside_workspace(str(named), str(named / "a.txt"))
-    except WorkspaceEscapeError as error:
-        raise AssertionError(
-            f"a file inside the workspace {named.name!r} was refused ({error}): the workspace "
-            "is a path as given, like any other; never expand '$' or '~' in it "
-            "(os.path.expandvars, os.path.expanduser)"
-        ) from error
+    assert_inside(
+        str(named),
+        str(named / "a.txt"),
+        f"a file inside the workspace {named.name!r} was refused: the workspace "
+        "is a path as given, like any other; never expand '$' or '~' in it "
+        "(os.path.expandvars, os.path.expanduser).",
+    )
     with pytest.raises(WorkspaceEscapeError, match="escapes the workspace"):
         ensure_inside_workspace(str(named), str(tmp_path / "elsewhere" / "a.txt"))
 

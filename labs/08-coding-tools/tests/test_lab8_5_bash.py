@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -1250,6 +1251,10 @@ def test_what_the_group_prints_as_a_timeout_ends_it_is_read(
     out = call_until_ready(workspace, command, "handler.ready", 1000)
     assert out.details.timed_out, text_of(out)
     shown = text_of(out)
+    assert "timed out" in shown and not re.search(r"\bexit 0\b", shown), (
+        "the timeout ended the command first (its SIGTERM handler then exited 0): the text "
+        f"says it timed out, never how the shell exited after it. Got: {shown!r}"
+    )
     assert "stdout: cleaned up" in shown and "stderr: cleaned up" in shown, (
         "the command's SIGTERM handler printed its last words on both pipes as the timeout "
         "ended it, and the result lost them: after a timeout's or an abort's kill too, "
@@ -1704,6 +1709,20 @@ def test_render_stays_within_limit_minus_reserve() -> None:
     )
     text, truncated = budget.render(reserve=29)
     assert text == "x" and not truncated, "one byte of room holds the one byte of output"
+
+
+def test_blank_lines_of_the_output_are_kept_before_the_notice() -> None:
+    budget = OutputBudget(100)
+    budget.add(b"x" + b"\n" * 200)
+    text, truncated = budget.render()
+    assert (
+        truncated and text.startswith("x" + "\n" * 80) and text.endswith("\n[output truncated]")
+    ), (
+        "the output's own blank lines are output: keep every one that fits (80 of them fit "
+        "here, after the 'x'); only never add an empty line of your own before the notice. "
+        f"Got {text!r}"
+    )
+    assert utf8_len(text) <= 100, f"the text must stay within the budget of 100: {text!r}"
 
 
 @pytest.mark.parametrize("output", [b"x" * 200, b"abcdefg\n" * 50], ids=["one-line", "lines"])

@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import inspect
 import os
+import re
 import stat
 from collections.abc import Coroutine
 from pathlib import Path
@@ -361,6 +362,18 @@ def test_the_system_prompt_describes_the_registry_it_is_given(
         )
 
 
+def test_the_system_prompt_names_no_tool_the_model_is_not_offered(workspace: Path) -> None:
+    registry = create_coding_tools(workspace)
+    prompt = build_system_prompt(str(workspace), registry).replace(str(workspace), "")
+    offered = {tool.name for tool in registry.list()}
+    named = set(re.findall(r"\w+", prompt)) & ({"ls", "glob"} - offered)
+    assert not named, (
+        f"the prompt describes exactly the tools the model is offered ({sorted(offered)}), "
+        f"but it also names {sorted(named)}: a model told of a tool it does not have calls "
+        "it. Write every word about tools from the registry you are given"
+    )
+
+
 def names(prompt: str, path: str) -> bool:
     """Whether ``path`` is a word of ``prompt``: quotes or punctuation right next to it do
     not matter, more of a path (a trailing separator) does."""
@@ -400,8 +413,8 @@ def test_the_system_prompt_names_a_folder_called_tilde_as_the_tools_do(
 
 @pytest.mark.parametrize(
     "name",
-    ["odd\\name with 'quotes'", "ends with a space ", "café"],
-    ids=["quotes", "trailing-space", "not-ascii"],
+    ["odd\\name with 'quotes'", "ends with a space ", "café", "cafe\u0301"],
+    ids=["quotes", "trailing-space", "not-ascii", "decomposed-accent"],
 )
 def test_the_system_prompt_names_an_odd_workspace_name_as_it_is(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
@@ -413,8 +426,8 @@ def test_the_system_prompt_names_an_odd_workspace_name_as_it_is(
     assert str(workspace) in prompt, (
         "the system prompt names the workspace as its absolute path, character for "
         "character: no repr(), json.dumps or quoting that escapes a backslash, a quote or a "
-        "letter such as é, and no strip() "
-        "(a folder named 'ws ' is not 'ws')"
+        "letter such as é, no Unicode normalisation ('cafe' + U+0301 is another folder than "
+        "'café'), and no strip() (a folder named 'ws ' is not 'ws')"
     )
 
 

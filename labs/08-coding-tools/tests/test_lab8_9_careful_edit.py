@@ -74,6 +74,14 @@ def test_an_unread_file_cannot_be_edited_or_overwritten(workspace: Path, app: Pa
     before = app.read_bytes()
     out = edit(tools, "app.py", old_text="result = 0", new_text="result = 1")
     refused(out, app, before, "app.py", "Read")
+    # The read check comes first: a batch that would fail is refused for the unread file,
+    # never with its own "no match".
+    out = edit(tools, "app.py", old_text="not in the file", new_text="x")
+    refused(out, app, before, "app.py", "Read")
+    assert "no match" not in text_of(out), (
+        "an unread file is refused as unread before its batch is matched (check the ledger "
+        f"first): the model must read it, not fix its old_text. Got: {text_of(out)!r}"
+    )
     out = call_now(tools, "write", path="app.py", content="x = 1\n")
     refused(out, app, before, "app.py", "Read")
     # What the file already holds: still an overwrite of a file the session has not read

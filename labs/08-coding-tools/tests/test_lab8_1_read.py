@@ -1184,3 +1184,23 @@ def test_a_read_closes_every_descriptor_it_opened(
         "check of its content or an abort during the scan (close it in a `finally`); a "
         f"descriptor from os.open is never closed for you. Still open on {path}: {sorted(left)}"
     )
+
+
+def test_reads_that_remember_the_file_close_their_descriptors_too(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch, settled_clock: None
+) -> None:
+    # The file looks settled, so whatever a read remembers of it may be used by the next:
+    # every read closes what it opened, also one that ends early on what it remembers.
+    path = workspace / "long.txt"
+    path.write_bytes(b"".join(b"line %d\n" % n for n in range(1, 5001)))
+    before = descriptors_on(monkeypatch, path)
+    registry = tools(workspace)
+    for offset in (1, 2, 4000, 1, 4000):
+        out = call_now(registry, "read", path="long.txt", offset=offset, limit=3)
+        assert not out.is_error and f"line {offset}" in text_of(out), text_of(out)
+    left = descriptors_on(monkeypatch, path) - before
+    assert not left, (
+        "invariant: every read closes the descriptor it opened, also one that returns early "
+        "because it remembers the rest of the file (close it in a `finally`). Still open on "
+        f"long.txt after five reads: {sorted(left)}"
+    )

@@ -5,6 +5,7 @@ Write and edit arrive in 8.3 and 8.4; their own tests prove they use this resolv
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from pathlib import Path
@@ -523,6 +524,33 @@ def test_a_sibling_whose_name_is_spelt_otherwise_is_outside(tmp_path: Path, spel
         "three folders)"
     )
     refused(out, not_why="symlink")
+
+
+def test_a_path_outside_a_workspace_not_made_yet_is_refused_lexically(
+    tmp_path: Path, outside: Path
+) -> None:
+    with pytest.raises(WorkspaceEscapeError) as raised:
+        ensure_inside_workspace(str(tmp_path / "not-yet"), str(outside / "secret.txt"))
+    refused(ToolOutput.error(str(raised.value)), not_why="symlink")
+
+
+@pytest.mark.parametrize("spelling", list(SIBLING_SPELLINGS))
+def test_a_link_to_a_sibling_spelt_otherwise_leads_outside(tmp_path: Path, spelling: str) -> None:
+    workspace = tmp_path / "caf\u00e9"
+    workspace.mkdir()
+    sibling = tmp_path / SIBLING_SPELLINGS[spelling]
+    with contextlib.suppress(FileExistsError):  # macOS folds case and Unicode forms
+        sibling.mkdir()
+    (sibling / "secret.txt").write_text("TOP SECRET\n")
+    (workspace / "link").symlink_to(sibling, target_is_directory=True)
+    target = str(workspace / "link" / "secret.txt")
+    if os.path.samefile(sibling, workspace):  # one folder here: the link leads back in
+        assert_inside(str(workspace), target, "the link leads into the workspace itself.")
+        return
+    with pytest.raises(WorkspaceEscapeError) as raised:
+        # Compare real paths exactly, never case-folded or Unicode-normalised.
+        ensure_inside_workspace(str(workspace), target)
+    refused(ToolOutput.error(str(raised.value)), "symlink")
 
 
 def test_each_check_sees_the_files_as_they_are_now(workspace: Path, outside: Path) -> None:

@@ -407,6 +407,17 @@ def test_another_unicode_form_is_no_match(workspace: Path, in_file: str, in_old_
     unchanged(menu, before, inode)
 
 
+def test_an_edit_of_an_empty_file_is_no_match_like_any_other(workspace: Path) -> None:
+    (workspace / "empty.txt").write_bytes(b"")
+    out = edit(workspace, path="empty.txt", old_text="x", new_text="y")
+    said = text_of(out)
+    assert out.is_error and "edits[0]" in said and "no match" in said, (
+        "an empty file holds no match for old_text like any other file: `edits[0]: no match "
+        f"for old_text in empty.txt`, never a message of its own. Got: {said!r}"
+    )
+    assert (workspace / "empty.txt").read_bytes() == b""
+
+
 def test_lf_text_is_no_match_in_a_crlf_file(workspace: Path) -> None:
     dos = workspace / "dos.txt"
     dos.write_bytes(b"one\r\ntwo\r\nthree\r\n")

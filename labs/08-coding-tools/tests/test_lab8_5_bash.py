@@ -1683,6 +1683,18 @@ def test_the_text_tells_a_timeout_and_its_length(workspace: Path) -> None:
     ), f"the text must say that the command timed out, and after how long: {text_of(out)!r}"
 
 
+def test_the_timeout_named_is_the_one_configured_not_the_time_it_took(workspace: Path) -> None:
+    # The shell ignores SIGTERM (and so does its child): the call lasts the timeout and the
+    # grace, and still names the timeout it was given.
+    tools = create_coding_tools(workspace, bash_timeout_ms=500)
+    out = call_now(tools, "bash", command="trap '' TERM; sleep 30")
+    assert out.details.timed_out, text_of(out)
+    assert any(length in text_of(out) for length in ("0.5s", "0.5 s", "500 ms", "500ms")), (
+        "the text names the timeout's length as configured (bash_timeout_ms=500: 0.5s), "
+        f"never the time the call took with its grace: {text_of(out)!r}"
+    )
+
+
 def test_output_of_only_whitespace_is_output(workspace: Path) -> None:
     out = call_now(create_coding_tools(workspace), "bash", command="printf ' \\n'")
     assert not out.is_error and text_of(out) == " \n", (

@@ -344,6 +344,7 @@ def test_the_system_prompt_describes_the_registry_it_is_given(
         # Two lines, indented, ending in a newline: the full description as it is, not its
         # first line or sentence, nor stripped.
         "  Search the files of the workspace for a regular expression (100% literal with -F).\n"
+        "\tOptions: -F, -i.\n"
         '  Matches are listed as path:line: text, at most 100 of them, e.g. {"n": 1} or %(n)s.\n',
         object_schema({"pattern": string("What to look for.")}),
         search,
@@ -372,6 +373,28 @@ def test_the_system_prompt_names_no_tool_the_model_is_not_offered(workspace: Pat
         f"but it also names {sorted(named)}: a model told of a tool it does not have calls "
         "it. Write every word about tools from the registry you are given"
     )
+
+
+def test_the_system_prompt_names_a_workspace_that_is_not_utf8_as_it_is(tmp_path: Path) -> None:
+    # A name of bytes that are not UTF-8, as Python spells it (surrogateescape); the
+    # folder need not exist for its prompt.
+    workspace = str(tmp_path / os.fsdecode(b"caf\xe9"))
+    prompt = build_system_prompt(workspace, create_coding_tools(tmp_path))
+    assert workspace in prompt, (
+        "the prompt names the workspace as os.path.abspath gives it, character for "
+        "character, also a name that is not UTF-8: never re-encode it (errors='replace' "
+        "makes another name of it)"
+    )
+
+
+def test_each_prompt_names_the_workspace_it_is_given_now(tmp_path: Path) -> None:
+    registry = create_coding_tools(tmp_path)
+    for name in ("first", "second"):
+        prompt = build_system_prompt(str(tmp_path / name), registry)
+        assert str(tmp_path / name) in prompt, (
+            "the prompt is built on every call from what it is given then: the same "
+            f"registry with another workspace names that workspace ({name})"
+        )
 
 
 def names(prompt: str, path: str) -> bool:
@@ -413,8 +436,8 @@ def test_the_system_prompt_names_a_folder_called_tilde_as_the_tools_do(
 
 @pytest.mark.parametrize(
     "name",
-    ["odd\\name with 'quotes'", "ends with a space ", "café", "cafe\u0301"],
-    ids=["quotes", "trailing-space", "not-ascii", "decomposed-accent"],
+    ["odd\\name with 'quotes'", "ends with a space ", "café", "cafe\u0301", "two\nlines"],
+    ids=["quotes", "trailing-space", "not-ascii", "decomposed-accent", "newline"],
 )
 def test_the_system_prompt_names_an_odd_workspace_name_as_it_is(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str

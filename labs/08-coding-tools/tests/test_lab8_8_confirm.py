@@ -540,6 +540,23 @@ def test_bash_asks_with_the_command_and_a_declined_command_never_runs(
     assert not out.is_error and (workspace / "ran.txt").exists()
 
 
+@pytest.mark.parametrize("answer", [True, False], ids=["approving", "declining"])
+def test_bash_never_asks_about_a_command_the_guardrail_refuses(
+    workspace: Path, answer: bool
+) -> None:
+    approver = Approver(answer)
+    call_now(tools(workspace, approver), "bash", command="touch ran.txt")
+    assert approver.requests == [ConfirmRequest("bash", command="touch ran.txt")], (
+        "bash asks about a command its checks let through"
+    )
+    out = call_now(tools(workspace, approver), "bash", command="cat /etc/hostname")
+    assert out.is_error and "guardrail" in text_of(out) and "declined" not in text_of(out), (
+        "bash's own checks come before the question: a command the guardrail refuses is "
+        f"refused for that reason, and the person is never asked. Got: {text_of(out)!r}"
+    )
+    assert len(approver.requests) == 1, "the person was asked about a command that never runs"
+
+
 @pytest.mark.parametrize("tool", ["bash", "edit"])
 def test_an_already_aborted_call_asks_nothing_and_says_aborted(workspace: Path, tool: str) -> None:
     path = workspace / "app.py"

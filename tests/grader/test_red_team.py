@@ -352,13 +352,13 @@ def test_the_hosts_answers_never_decide_where_a_test_runs(
 ) -> None:
     row = graded["divert-by-wire"]
     # What its read_file really does (refuse `..`) earns the few 8.2 tests of it, no more:
-    # eight of 75 (`..` four ways, a sibling tried as `../name` in three, `..` out and back
+    # eight of 76 (`..` four ways, a sibling tried as `../name` in three, `..` out and back
     # in), of 15 points. A new 8.2 test that leaves through `..` raises this: count again.
     # The eleven in-host 8.2 tests (they set HOME and PROJ, or change the current folder)
     # earn what any in-host report earns: their value times the share of judge-decided
-    # tests passed, 8 of 64.
-    judged = 15 * 8 / 75
-    in_host = 11 * (15 / 75) * (8 / 64)
+    # tests passed, 8 of 65.
+    judged = 15 * 8 / 76
+    in_host = 11 * (15 / 76) * (8 / 65)
     assert float(row["total"]) <= round(judged + in_host, 2) and float(row["bonus"]) == 0.0, (
         f"an answer of the host moved the judge's tests to the in-host run: {row}"
     )

@@ -624,6 +624,26 @@ def test_a_workspace_named_like_an_expansion_is_judged_as_given(
         ensure_inside_workspace(str(named), str(tmp_path / "elsewhere" / "a.txt"))
 
 
+def test_a_workspace_whose_name_holds_wildcards_is_compared_exactly(tmp_path: Path) -> None:
+    # A pattern match (fnmatch, glob) of "<workspace>/*" reads [12], * and ? as wildcards: it
+    # refuses this workspace's own files and lets a sibling such as proj1ab through.
+    named, sibling = tmp_path / "proj[12]*?", tmp_path / "proj1ab"
+    named.mkdir()
+    sibling.mkdir()
+    (sibling / "secret.txt").write_text("TOP SECRET\n")
+    os.symlink(sibling / "secret.txt", named / "alias.txt")
+    assert_inside(
+        str(named),
+        str(named / "a.txt"),
+        f"a file inside the workspace {named.name!r} was refused: compare whole path "
+        "components exactly (os.path.commonpath), never as a pattern in which [ ], * and ? "
+        "are wildcards.",
+    )
+    for target in (sibling / "secret.txt", named / "alias.txt"):
+        with pytest.raises(WorkspaceEscapeError, match="escapes the workspace"):
+            ensure_inside_workspace(str(named), str(target))
+
+
 def test_a_workspace_whose_name_ends_with_a_space_is_judged_as_given(tmp_path: Path) -> None:
     spaced = tmp_path / "ws "
     spaced.mkdir()

@@ -1365,6 +1365,35 @@ def test_a_lane_held_in_another_event_loop_neither_breaks_nor_blocks_a_write(
 
 
 @pytest.mark.challenge
+def test_a_lane_is_kept_while_another_event_loop_uses_the_queue() -> None:
+    # Two agents in one process, each with its own event loop: while this loop's operation
+    # runs, the other loop uses the same queue. Forgetting this loop's lanes then (one set of
+    # tails for whichever loop came last) lets its next operation on the file overtake.
+    queue = MutationQueue()
+
+    async def scenario() -> list[str]:
+        log: list[str] = []
+        gate, started = asyncio.Event(), asyncio.Event()
+        first = asyncio.create_task(queue.run("k", lambda: gated(log, "op0", gate, started)))
+        await wait_or_fail(started, [first], "MutationQueue.run never started op0 on a free key")
+        await asyncio.to_thread(lambda: run(queue.run("k", _ok), timeout=30))
+        second = asyncio.create_task(queue.run("k", lambda: _done(log)))
+        await settle()
+        overtook = "b ran" in log
+        gate.set()
+        await asyncio.gather(first, second)
+        assert not overtook, (
+            "invariant: an operation queued on a file waits for the one running on it in the "
+            "same event loop, also after another loop used the queue meanwhile: keep the "
+            "tails of every loop (a dict per asyncio.get_running_loop()), never only the "
+            "last loop's"
+        )
+        return log
+
+    assert run(scenario()) == ["op0 start", "op0 end", "b ran"]
+
+
+@pytest.mark.challenge
 def test_a_write_waits_for_a_writer_in_another_event_loop_to_rename(
     workspace: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

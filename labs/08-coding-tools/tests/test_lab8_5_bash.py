@@ -1345,25 +1345,19 @@ def test_a_command_bash_cannot_receive_is_an_error_result(workspace: Path, comma
         "touch ran.txt\tcat\t/etc/hostname",
         "touch ran.txt\ncat /etc/hostname",
         "touch ran.txt\n/bin/true",
+        "touch ran.txt; cat {workspace}/notes.txt",
     ],
 )
 def test_the_guardrail_refuses_paths_outside_and_never_runs_them(
     workspace: Path, command: str
 ) -> None:
-    out = call_now(create_coding_tools(workspace), "bash", command=command)
-    assert out.is_error and "guardrail" in text_of(out), (
-        f"workspace mode must refuse {command!r} with an error that mentions the guardrail"
-    )
-    assert not (workspace / "ran.txt").exists(), "a refused command must not run at all"
-
-
-def test_the_guardrail_refuses_an_absolute_path_into_the_workspace_too(workspace: Path) -> None:
     (workspace / "notes.txt").write_text("inside\n")
-    command = f"cat {workspace / 'notes.txt'} > ran.txt"
+    command = command.format(workspace=workspace)
     out = call_now(create_coding_tools(workspace), "bash", command=command)
     assert out.is_error and "guardrail" in text_of(out), (
-        "the guardrail refuses every word that starts with /, wherever it leads: it looks at "
-        f"words, never at where they lead. {command!r} got: {text_of(out)!r}"
+        f"workspace mode must refuse {command!r} with an error that mentions the guardrail: "
+        "it refuses every word that starts with /, ~/ or ../, wherever it leads (an absolute "
+        "path into the workspace too): it looks at words, never at where they lead"
     )
     assert not (workspace / "ran.txt").exists(), "a refused command must not run at all"
 
@@ -1675,12 +1669,19 @@ def test_the_text_tells_how_the_command_ended(workspace: Path, command: str, exp
         assert "partial" in text_of(out), "the output before the failure must be kept"
 
 
+def names_the_timeout(text: str, milliseconds: int) -> bool:
+    """Whether ``text`` names a timeout of ``milliseconds`` as 1.5s, 1.5 s, 1500 ms or 1500ms."""
+    seconds = f"{milliseconds / 1000:g}"
+    spellings = (f"{seconds}s", f"{seconds} s", f"{milliseconds} ms", f"{milliseconds}ms")
+    return any(spelling in text for spelling in spellings)
+
+
 def test_the_text_tells_a_timeout_and_its_length(workspace: Path) -> None:
     out = call_now(create_coding_tools(workspace, bash_timeout_ms=1500), "bash", command="sleep 30")
     assert out.details.timed_out, text_of(out)
-    assert "timed out" in text_of(out) and any(
-        length in text_of(out) for length in ("1.5s", "1.5 s", "1500 ms", "1500ms")
-    ), f"the text must say that the command timed out, and after how long: {text_of(out)!r}"
+    assert "timed out" in text_of(out) and names_the_timeout(text_of(out), 1500), (
+        f"the text must say that the command timed out, and after how long: {text_of(out)!r}"
+    )
 
 
 def test_the_timeout_named_is_the_one_configured_not_the_time_it_took(workspace: Path) -> None:
@@ -1689,7 +1690,7 @@ def test_the_timeout_named_is_the_one_configured_not_the_time_it_took(workspace:
     tools = create_coding_tools(workspace, bash_timeout_ms=500)
     out = call_now(tools, "bash", command="trap '' TERM; sleep 30")
     assert out.details.timed_out, text_of(out)
-    assert any(length in text_of(out) for length in ("0.5s", "0.5 s", "500 ms", "500ms")), (
+    assert names_the_timeout(text_of(out), 500), (
         "the text names the timeout's length as configured (bash_timeout_ms=500: 0.5s), "
         f"never the time the call took with its grace: {text_of(out)!r}"
     )

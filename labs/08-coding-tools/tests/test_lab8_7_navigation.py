@@ -513,6 +513,12 @@ def test_glob_with_no_match_says_so_and_bad_patterns_are_errors(project: Path) -
         f"no match is a result that says No paths match '{{pattern}}'. Got: {text_of(out)!r}"
     )
     assert out.details == GlobDetails("**/*.rs", 0, False)
+    for pattern in ("it's*.md", "notes\t*.md"):
+        said = text_of(glob(project, pattern))
+        assert f"No paths match {pattern!r}." in said, (
+            "the pattern in No paths match ... is written as repr writes it (its own quote "
+            f"and control characters escaped): f'No paths match {{pattern!r}}.'. Got: {said!r}"
+        )
     for pattern in ("", "../*", "/etc/*", "src/../../*", "src/../*", "**/../*.py"):
         refused = glob(project, pattern)
         assert refused.is_error and text_of(refused).strip(), (

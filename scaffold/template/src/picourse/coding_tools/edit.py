@@ -2,7 +2,8 @@
 
 Apply ``edits`` in order to an in-memory copy (a later edit sees an earlier one's
 result). Each ``old_text`` must occur exactly once when its turn comes (overlapping
-occurrences count). Any error names ``edits[i]`` and leaves the file unchanged; success
+occurrences count). An edit's own error names ``edits[i]``, one of the file (missing, not
+UTF-8, read-only, aborted) names the file; every error leaves the file unchanged; success
 writes once through ``write.write_atomic`` inside the default mutation queue, and the
 file is read inside that same queued operation. ``EditDetails`` counts UTF-8 bytes.
 

@@ -31,12 +31,14 @@ from picourse.coding_tools import create_coding_tools
 from picourse.tool import ToolContext
 
 workspace, phase, sleeper = sys.argv[1], sys.argv[2], sys.argv[3]
-real_start = threading._start_new_thread
+# Where Thread.start starts its thread: _start_joinable_thread from Python 3.13 on.
+HOOK = next(h for h in ("_start_joinable_thread", "_start_new_thread") if hasattr(threading, h))
+real_start = getattr(threading, HOOK)
 
-def refuse(function, *rest):
+def refuse(function, *rest, **keywords):
     name = getattr(getattr(function, "__self__", None), "name", "")
     if phase == "watcher-only" and "waitpid-" in name:
-        return real_start(function, *rest)
+        return real_start(function, *rest, **keywords)
     raise RuntimeError("can't start new thread")
 
 CALLS = {
@@ -60,7 +62,7 @@ async def main():
         workspace, navigation=True, max_bash_output_bytes=1000, bash_timeout_ms=3000
     )
     results = []
-    threading._start_new_thread = refuse
+    setattr(threading, HOOK, refuse)
     try:
         for name, arguments in CALLS[phase]:
             tool = tools.get(name)
@@ -77,7 +79,7 @@ async def main():
                      if p.status() != psutil.STATUS_ZOMBIE]
             results.append({"call": [name, arguments], "alive": alive, **result})
     finally:
-        threading._start_new_thread = real_start
+        setattr(threading, HOOK, real_start)
     print(json.dumps(results, default=str))
 
 asyncio.run(main())

@@ -219,10 +219,18 @@ def test_a_stream_cut_midway_is_an_error_and_runs_no_half_call(server: HTTPServe
     assert reply.tool_calls == [], "a call whose arguments were cut off must not run"
 
 
-def test_malformed_arguments_become_an_error_result_the_model_sees(server: HTTPServer) -> None:
+# Unterminated; an integer json refuses to convert (over 4300 digits); nesting too deep for
+# the parser (RecursionError, not a ValueError): each a result the model sees, not a crash.
+MALFORMED = ['{"value": "unterminated', '{"value": 1' + "0" * 5000 + "}", "[" * 100_000]
+
+
+@pytest.mark.parametrize("arguments", MALFORMED, ids=["unterminated", "huge-int", "too-deep"])
+def test_malformed_arguments_become_an_error_result_the_model_sees(
+    server: HTTPServer, arguments: str
+) -> None:
     seen: list[Any] = []
     server.expect_ordered_request(PATH).respond_with_response(
-        sse(*tool_call_stream("bad", "echo", '{"value": "unterminated'))
+        sse(*tool_call_stream("bad", "echo", arguments))
     )
     server.expect_ordered_request(PATH).respond_with_response(
         sse(chunk({"content": "sorry"}), chunk({}, "stop"))
@@ -237,9 +245,10 @@ def test_malformed_arguments_become_an_error_result_the_model_sees(server: HTTPS
     assert run.reason == "stop" and seen == [], "the tool never ran on broken arguments"
     second = json.loads(server.log[1][0].get_data())
     tool_message = next(m for m in second["messages"] if m["role"] == "tool")
-    assert tool_message["tool_call_id"] == "bad" and "not valid JSON" in tool_message["content"]
+    assert tool_message["tool_call_id"] == "bad"
+    assert "Invalid arguments for tool 'echo'" in tool_message["content"]
     assistant = next(m for m in second["messages"] if m["role"] == "assistant")
-    assert assistant["tool_calls"][0]["function"]["arguments"] == '{"value": "unterminated'
+    assert assistant["tool_calls"][0]["function"]["arguments"] == arguments
 
 
 def test_abort_during_streaming_cancels_the_stream(server: HTTPServer) -> None:

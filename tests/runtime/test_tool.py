@@ -142,7 +142,19 @@ def test_unknown_tool_is_an_error_listing_the_available_tools() -> None:
     assert "Unknown tool 'delete'" in result.text and "echo" in result.text
 
 
-@pytest.mark.parametrize("arguments", [{"value": 3}, {}, {"value": "a", "x": 1}, "{not json", [1]])
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"value": 3},
+        {},
+        {"value": "a", "x": 1},
+        "{not json",
+        [1],
+        '{"value": 1' + "0" * 5000 + "}",  # json refuses ints over 4300 digits: ValueError
+        '{"value": ' + "[" * 100_000,  # too deep for the parser: RecursionError
+    ],
+    ids=["int", "empty", "extra", "not-json", "list", "huge-int", "deep-json"],
+)
 def test_invalid_arguments_never_reach_execute(arguments: Any) -> None:
     ran: list[Any] = []
 

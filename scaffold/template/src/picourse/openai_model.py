@@ -291,8 +291,8 @@ def _arguments(draft: _ToolCallDraft) -> Any:
     raw = "".join(draft.arguments)
     try:
         return json.loads(raw) if raw.strip() else {}
-    except ValueError:
-        return raw  # the runtime answers the model with "not valid JSON"
+    except (ValueError, RecursionError):
+        return raw  # the runtime answers the model with "not valid JSON" (or too deep)
 
 
 def _explain(error: openai.APIError, client: AsyncOpenAI) -> str:

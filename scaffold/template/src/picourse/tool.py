@@ -265,6 +265,9 @@ class ToolRegistry:
         return iter(self._tools.values())
 
 
+_TOO_DEEP = "Invalid arguments for tool {!r}: nested too deeply to read; send flat JSON."
+
+
 async def execute_tool_call(
     call: ToolCall,
     registry: ToolRegistry,
@@ -286,8 +289,10 @@ async def execute_tool_call(
         # Some providers deliver arguments as a JSON string.
         try:
             arguments = json.loads(arguments) if arguments.strip() else {}
-        except json.JSONDecodeError as exc:
+        except ValueError as exc:  # JSONDecodeError, or an integer of over 4300 digits
             return error(f"Invalid arguments for tool {call.name!r}: not valid JSON ({exc}).")
+        except RecursionError:
+            return error(_TOO_DEEP.format(call.name))
     try:
         params = tool.schema.validate(arguments)
     except ValidationError as exc:

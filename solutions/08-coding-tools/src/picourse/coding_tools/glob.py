@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+from typing import Protocol
 
 import pathspec
 
@@ -65,62 +66,130 @@ async def find_paths(
     return ToolOutput.of_text("\n".join(lines), GlobDetails(pattern, len(matches), truncated))
 
 
-def _compile(pattern: str) -> re.Pattern[str]:
-    """A glob as a regular expression over '/'-separated relative paths."""
-    parts, index = [], 0
+class _Matcher(Protocol):
+    def fullmatch(self, path: str, /) -> object: ...
+
+
+# Each wildcard is the regular expression it becomes; any other token is one character.
+_FOLDERS, _ANYTHING, _STAR, _ONE = "(?:[^/]+/)*", ".*", "[^/]*", "[^/]"
+_WILDCARDS = frozenset({_FOLDERS, _ANYTHING, _STAR})
+# A wildcard may take the first place the fixed text after it occurs when the next wildcard
+# can absorb whatever a later place would have skipped: never before a '**/' (it may match
+# no folder at all), and a '**' never before a '*' (that one cannot cross a '/').
+_ATOMIC_BEFORE = {_STAR: (_STAR, _ANYTHING), _ANYTHING: (_ANYTHING,)}
+
+
+def _compile(pattern: str) -> _Matcher:
+    """A glob as a matcher of '/'-separated relative paths ('**' crosses any character,
+    a newline too: re.DOTALL)."""
+    tokens: list[str] = []
+    index = 0
     while index < len(pattern):
         if pattern.startswith("**/", index):
-            parts.append("(?:[^/]+/)*")  # any number of folders, none included
+            tokens.append(_FOLDERS)  # any number of folders, none included
             index += 3
         elif pattern.startswith("**", index):
-            parts.append(".*")
+            tokens.append(_ANYTHING)
             index += 2
-        elif pattern[index] == "*":
-            parts.append("[^/]*")
-            index += 1
-        elif pattern[index] == "?":
-            parts.append("[^/]")
-            index += 1
         else:
-            parts.append(re.escape(pattern[index]))
+            tokens.append({"*": _STAR, "?": _ONE}.get(pattern[index], pattern[index]))
             index += 1
-    return re.compile(_without_backtracking(parts))
+    # A run of one wildcard counts once: '**/**/' is '**/'.
+    merged = [t for i, t in enumerate(tokens) if not (i and t in _WILDCARDS and tokens[i - 1] == t)]
+    expression, loose = _without_backtracking(merged)
+    return re.compile(expression, re.DOTALL) if loose <= 1 else _StateSet(merged)
 
 
-_WILDCARDS = frozenset({"(?:[^/]+/)*", ".*", "[^/]*"})
+def _without_backtracking(tokens: list[str]) -> tuple[str, int]:
+    """The tokens as a regular expression, and how many of its wildcards still backtrack.
+    Python's re backtracks through every way to split a name among several wildcards
+    (``*a*a*a*b`` against a long name of a's, or ``**/**/**/x`` against a deep path, would
+    run for hours in a thread nobody can stop, holding the GIL). So a wildcard followed by
+    fixed text and a wildcard that absorbs anything a later place would have skipped takes
+    the first place that text occurs, atomically, as fnmatch does. The last wildcard (only
+    fixed text after it) is tried once per attempt of those before it. With at most one
+    other wildcard left to backtrack, re stays quadratic, in C; with more
+    (``**a*a**a*b``, ``**/a/**/a/**/b``), _compile uses a state-set matcher instead."""
+    parts, loose, index = [], 0, 0
+    while index < len(tokens):
+        wildcard, end = tokens[index], index + 1
+        while end < len(tokens) and tokens[end] not in _WILDCARDS:
+            end += 1
+        fixed = "".join(re.escape(t) if len(t) == 1 else t for t in tokens[index + 1 : end])
+        if wildcard not in _WILDCARDS:  # fixed text at the start
+            parts.append(re.escape(wildcard) if len(wildcard) == 1 else wildcard)
+            parts.append(fixed)
+        elif fixed and end < len(tokens) and tokens[end] in _ATOMIC_BEFORE.get(wildcard, ()):
+            parts.append(f"(?>{wildcard}?{fixed})")
+        else:
+            parts.append(wildcard + fixed)
+            loose += end < len(tokens)
+        index = end
+    return "".join(parts), loose
 
 
-def _without_backtracking(parts: list[str]) -> str:
-    """Join the parts so that matching stays fast on any path. Python's re backtracks
-    through every way to split a name among several wildcards (``*a*a*a*b`` against a long
-    name of a's, or ``**/**/**/x`` against a deep path, would run for hours in a thread
-    nobody can stop). So a run of one wildcard counts once, and a ``*`` followed by fixed
-    text and another ``*`` takes the first place that text occurs, atomically, as fnmatch
-    does: the next ``*`` can absorb anything a later place would have skipped."""
-    merged: list[str] = []
-    for part in parts:
-        if not (merged and part in _WILDCARDS and merged[-1] == part):
-            merged.append(part)
-    joined, index = [], 0
-    while index < len(merged):
-        end = index + 1
-        if merged[index] == "[^/]*":
-            while end < len(merged) and merged[end] not in _WILDCARDS:
-                end += 1
-            if end > index + 1 and end < len(merged) and merged[end] == "[^/]*":
-                joined.append(f"(?>[^/]*?{''.join(merged[index + 1 : end])})")
-                index = end
-                continue
-        joined.append(merged[index])
-        index += 1
-    return "".join(joined)
+_MAX_REMEMBERED = 1 << 20  # states kept in remembered steps: a bound on memory
+
+
+class _StateSet:
+    """Follows every place in the pattern the path read so far can have reached, all at
+    once: len(path) steps over at most 2 * len(tokens) + 1 states, whatever the pattern.
+    State 2*i is "before token i"; 2*i + 1 is "inside a folder name of the '**/' at i".
+    Steps are remembered per set of states, so a path mostly costs a lookup per character."""
+
+    def __init__(self, tokens: list[str]) -> None:
+        self._tokens = tokens
+        self._end = 2 * len(tokens)
+        self._start = self._closed({0})
+        self._steps: dict[tuple[frozenset[int], str], frozenset[int]] = {}
+        self._room = _MAX_REMEMBERED
+
+    def fullmatch(self, path: str, /) -> bool:
+        states = self._start
+        for char in path:
+            after = self._steps.get((states, char))
+            if after is None:
+                after = self._step(states, char)
+                if self._room > len(after):
+                    self._steps[states, char] = after
+                    self._room -= len(after) + 1
+            if not after:
+                return False
+            states = after
+        return self._end in states
+
+    def _step(self, states: frozenset[int], char: str) -> frozenset[int]:
+        after = set()
+        for state in states:
+            index, inside = divmod(state, 2)
+            token = self._tokens[index] if state < self._end else ""
+            if inside:  # a folder name of '**/' goes on, or ends at its '/'
+                after.add(state - 1 if char == "/" else state)
+            elif token == _ANYTHING or (token == _STAR and char != "/"):
+                after.add(state)
+            elif token == _FOLDERS and char != "/":
+                after.add(state + 1)
+            elif token == char or (token == _ONE and char != "/"):
+                after.add(state + 2)
+        return self._closed(after)
+
+    def _closed(self, states: set[int]) -> frozenset[int]:
+        """The states plus those reached by letting wildcards match nothing."""
+        closed: set[int] = set()
+        for state in states:
+            while state not in closed:
+                closed.add(state)
+                if state % 2 or state == self._end or self._tokens[state // 2] not in _WILDCARDS:
+                    break
+                state += 2
+        return frozenset(closed)
 
 
 class _NotAFolder(Exception):
     """The path to search exists and is not a folder."""
 
 
-def _walk(workspace: str, root: str, pattern: re.Pattern[str], include_hidden: bool) -> list[str]:
+def _walk(workspace: str, root: str, pattern: _Matcher, include_hidden: bool) -> list[str]:
     if not os.path.isdir(root):
         os.stat(root)  # missing, or below a file: its OSError says which
         raise _NotAFolder(root)

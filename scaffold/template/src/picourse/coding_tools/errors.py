@@ -35,6 +35,16 @@ def describe_os_error(path: str, error: OSError, *, action: str) -> str:
     return f"Cannot {action} {path}: {error.strerror or error}."
 
 
+def path_in_flux(path: str, error: OSError) -> str:
+    """The answer when resolving ``path`` failed because another program swapped a symlink
+    in it meanwhile (``os.path.realpath`` lets readlink's error out)."""
+    reason = error.strerror or str(error)
+    return (
+        f"Cannot resolve {path}: it changed while it was being resolved ({reason}); another "
+        "program is replacing it. Try again once it has settled."
+    )
+
+
 def unusable_path(path: str) -> str:
     """The answer for a path the OS cannot take at all (a lone surrogate, for one)."""
     return (

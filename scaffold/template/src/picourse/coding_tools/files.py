@@ -102,7 +102,15 @@ def open_existing(path: str, display: str) -> int:
 
 
 def _open_regular(path: str) -> int:
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as error:
+        # A socket cannot even be opened (ENXIO on Linux, EOPNOTSUPP on macOS).
+        if error.errno in (errno.ENXIO, errno.EOPNOTSUPP):
+            mode = os.stat(path).st_mode
+            if not stat.S_ISREG(mode):
+                raise NotARegularFileError(path, mode) from None
+        raise
     try:
         mode = os.fstat(fd).st_mode
         if stat.S_ISDIR(mode):

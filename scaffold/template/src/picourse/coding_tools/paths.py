@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 
 from picourse.coding_tools.containment import ensure_inside_workspace
-from picourse.coding_tools.errors import PathError
+from picourse.coding_tools.errors import PathError, path_in_flux
 from picourse.coding_tools.options import CodingToolOptions
 
 _FALLBACK_PATH_MAX = 4096  # Linux; macOS allows 1024, pathconf tells where it is known
@@ -45,6 +45,8 @@ def resolve_path(options: CodingToolOptions, path: str) -> str:
             ensure_inside_workspace(options.cwd, absolute)
         except RecursionError:
             raise PathError("path is nested too deeply to resolve; give a shorter path") from None
+        except OSError as error:  # a symlink swapped for a file as realpath read it
+            raise PathError(path_in_flux(path, error)) from None
     return absolute
 
 

@@ -15,10 +15,12 @@ from picourse.coding_tools.bash import run_bash
 from picourse.coding_tools.careful_edit import ReadLedger
 from picourse.coding_tools.details import Edit, ReadDetails
 from picourse.coding_tools.edit import edit_file
+from picourse.coding_tools.errors import PathError
 from picourse.coding_tools.glob import find_paths
 from picourse.coding_tools.ls import list_directory
 from picourse.coding_tools.mutation_queue import canonical_key
 from picourse.coding_tools.options import CodingToolOptions, Containment
+from picourse.coding_tools.paths import resolve_path
 from picourse.coding_tools.read import read_file
 from picourse.coding_tools.threads import in_thread
 from picourse.coding_tools.write import write_file
@@ -135,6 +137,7 @@ def create_coding_tools(
 
 def read_tool(options: CodingToolOptions) -> Tool:
     async def execute(params: Any, ctx: ToolContext) -> ToolOutput:
+        before = _identity(options, params["path"]) if options.ledger is not None else None
         output = await read_file(
             options,
             params["path"],
@@ -144,8 +147,7 @@ def read_tool(options: CodingToolOptions) -> Tool:
         )
         if options.ledger is not None and isinstance(output.details, ReadDetails):
             # Careful edits (8.9): remember what the model has seen of this file.
-            key = canonical_key(output.details.path)
-            await in_thread(options.ledger.record_file, key)
+            await in_thread(_remember, options.ledger, output.details.path, before)
         return output
 
     return Tool(
@@ -157,6 +159,38 @@ def read_tool(options: CodingToolOptions) -> Tool:
         execute,
         read_only=True,
     )
+
+
+# What no file holds: remembered for a file that changed while it was read, so that the
+# next write or edit of it is refused as changed since read (what the model saw is gone).
+_CHANGED_WHILE_READ = b"\0changed while read\0" + os.urandom(16)
+
+
+def _identity(options: CodingToolOptions, path: str) -> tuple[int, ...] | None:
+    try:
+        return _identity_of(resolve_path(options, path))
+    except PathError:
+        return None
+
+
+def _identity_of(absolute: str) -> tuple[int, ...] | None:
+    """Which file this is and its last change: equal before and after a read when no other
+    program wrote it meanwhile (the read shows one file; the ledger hashes it after)."""
+    try:
+        status = os.stat(absolute)
+    except (OSError, ValueError):
+        return None
+    return (status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns, status.st_ctime_ns)
+
+
+def _remember(ledger: ReadLedger, path: str, before: tuple[int, ...] | None) -> None:
+    try:
+        key = canonical_key(path)
+    except OSError:  # a symlink in it swapped meanwhile: which file was read is not known
+        return
+    ledger.record_file(key)
+    if before is None or _identity_of(key) != before:
+        ledger.record(key, _CHANGED_WHILE_READ)
 
 
 def write_tool(options: CodingToolOptions) -> Tool:

@@ -108,8 +108,11 @@ async def run_bash(
             )
     if signal is not None and signal.aborted:
         return refused("Command not started: the run was aborted.", aborted=True)
-    if options.confirm is not None and not await ask_before_command(options.confirm, command):
-        return refused("The user declined to run this command; it was not run.")
+    if options.confirm is not None:
+        if not await ask_before_command(options.confirm, command):
+            return refused("The user declined to run this command; it was not run.")
+        if signal is not None and signal.aborted:  # while the user decided
+            return refused("Command not started: the run was aborted.", aborted=True)
 
     loop = asyncio.get_running_loop()
     budget = OutputBudget(options.max_bash_output_bytes)
@@ -326,7 +329,11 @@ class _Discard:
         return discard
 
     def _drain(self) -> None:
-        sink = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
+        try:
+            sink = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
+        except OSError:  # no descriptor to be had: the transport reads (and drops) the rest
+            self._hand_back_from_thread()
+            return
         readable = select.poll()
         readable.register(self._fd, select.POLLIN)
         try:
@@ -343,8 +350,11 @@ class _Discard:
             return  # unexpected: let the transport read (and report) the rest
         finally:
             os.close(sink)
-            with contextlib.suppress(RuntimeError):  # the loop is already closed
-                self._loop.call_soon_threadsafe(self._hand_back)
+            self._hand_back_from_thread()
+
+    def _hand_back_from_thread(self) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop is already closed
+            self._loop.call_soon_threadsafe(self._hand_back)
 
     def _hand_back(self) -> None:
         if not self._pipe.is_closing():

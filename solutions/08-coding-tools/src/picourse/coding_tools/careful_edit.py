@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import re
 
@@ -24,6 +25,8 @@ from picourse.coding_tools.files import open_regular_file
 BOM = b"\xef\xbb\xbf"
 CONTEXT_LINES = 3
 MAX_SNIPPET_LINES = 40
+# A refusal names at most this many lines: a model needs a few to pick one, not 100,000.
+MAX_NAMED_LINES = 50
 # read's prefix: right-aligned number, the box-drawing bar, one space.
 _NUMBERED_LINE = re.compile(r"^\s*\d+│ ", re.MULTILINE)
 
@@ -121,8 +124,10 @@ def _apply_one(
         )
         raise ChangeRefused(f"edits[{index}]: no match for old_text in {path}.{hint}")
     if len(starts) > 1 and not replace_all:
-        numbers = sorted({text.count("\n", 0, start) + 1 for start in starts})
-        lines = ", ".join(map(str, numbers))
+        numbers = list(dict.fromkeys(n + 1 for n in _line_indexes(text, starts)))
+        lines = ", ".join(map(str, numbers[:MAX_NAMED_LINES]))
+        if len(numbers) > MAX_NAMED_LINES:
+            lines += f" and {len(numbers) - MAX_NAMED_LINES} more"
         raise ChangeRefused(
             f"edits[{index}]: old_text matches {len(starts)} times in {path} (lines {lines}). "
             "Include more surrounding text to pick one, or set replace_all: true to replace "
@@ -137,7 +142,8 @@ def _apply_one(
         shift += len(new) - len(old)
         cursor = start + len(old)
     pieces.append(text[cursor:])
-    moved = [_moved(span, starts, len(old), len(new)) for span in spans]
+    ends = [start + len(old) for start in starts]  # ascending, as starts are
+    moved = [_moved(span, ends, len(new) - len(old)) for span in spans]
     return "".join(pieces), moved + landed
 
 
@@ -157,18 +163,32 @@ def _non_overlapping(starts: list[int], width: int) -> list[int]:
     return kept
 
 
-def _moved(span: tuple[int, int], starts: list[int], old: int, new: int) -> tuple[int, int]:
-    """Where an earlier edit's span lies after this edit's replacements."""
-    shift = sum(new - old for start in starts if start + old <= span[0])
+def _moved(span: tuple[int, int], ends: list[int], growth: int) -> tuple[int, int]:
+    """Where an earlier edit's span lies after this edit's replacements (each ending at one
+    of the ascending ``ends`` and growing the text by ``growth``)."""
+    shift = growth * bisect.bisect_right(ends, span[0])
     return span[0] + shift, span[1] + shift
+
+
+def _line_indexes(text: str, positions: list[int]) -> list[int]:
+    """The 0-based line of each position (ascending), counting newlines in one pass: a
+    count from the start per position is quadratic when old_text occurs on every line."""
+    indexes, line, cursor = [], 0, 0
+    for position in positions:
+        line += text.count("\n", cursor, position)
+        cursor = position
+        indexes.append(line)
+    return indexes
 
 
 def _snippet(text: str, spans: list[tuple[int, int]]) -> str:
     lines = text.split("\n")
     wanted: set[int] = set()
-    for start, end in spans:
-        first = text.count("\n", 0, start)
-        last = text.count("\n", 0, max(end - 1, start))
+    ends = [max(end - 1, start) for start, end in spans]
+    positions = sorted({*(start for start, _ in spans), *ends})
+    line_of = dict(zip(positions, _line_indexes(text, positions), strict=True))
+    for (start, _), end in zip(spans, ends, strict=True):
+        first, last = line_of[start], line_of[end]
         wanted.update(range(first - CONTEXT_LINES, last + CONTEXT_LINES + 1))
     numbers = sorted(n for n in wanted if 0 <= n < len(lines))
     if numbers and numbers[-1] == len(lines) - 1 and lines[-1] == "" and len(lines) > 1:

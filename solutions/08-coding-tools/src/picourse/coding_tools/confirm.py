@@ -43,7 +43,8 @@ async def ask_before_change(
     """Ask the approver about replacing ``old`` (None: no file yet) with ``new``."""
     if old == new:
         return "unchanged"
-    diff = diff_preview(path, None if old is None else _text(old), _text(new))
+    # difflib on a large file takes seconds: in a worker, so the event loop goes on meanwhile.
+    diff = await in_thread(_preview, path, old, new)
     approved = await confirm(ConfirmRequest(tool, path=path, diff=diff))
     return "approved" if approved else "declined"
 
@@ -78,6 +79,10 @@ def _lines(text: str) -> list[str]:
     if last != "\n":
         lines.append(f"{last}\\ No newline at end of file\n")
     return lines
+
+
+def _preview(path: str, old: bytes | None, new: bytes) -> str:
+    return diff_preview(path, None if old is None else _text(old), _text(new))
 
 
 def _text(data: bytes) -> str:

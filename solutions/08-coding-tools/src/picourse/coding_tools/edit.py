@@ -26,7 +26,12 @@ from picourse.abort import AbortSignal
 from picourse.coding_tools.careful_edit import apply_careful_edits
 from picourse.coding_tools.confirm import ask_before_change
 from picourse.coding_tools.details import Edit, EditDetails
-from picourse.coding_tools.errors import ChangeRefused, PathError, describe_os_error
+from picourse.coding_tools.errors import (
+    ChangeRefused,
+    PathError,
+    describe_os_error,
+    path_in_flux,
+)
 from picourse.coding_tools.files import directory_lock, open_existing
 from picourse.coding_tools.mutation_queue import DEFAULT_MUTATION_QUEUE, canonical_key
 from picourse.coding_tools.options import CodingToolOptions
@@ -74,7 +79,9 @@ async def edit_file(
         key = canonical_key(absolute)
     except PathError as error:
         return ToolOutput.error(str(error))
-    except (OSError, ValueError, RecursionError):
+    except OSError as error:  # canonical_key's realpath, as another program swaps a link
+        return ToolOutput.error(path_in_flux(path, error))
+    except (ValueError, RecursionError):
         return ToolOutput.error(f"Cannot edit {path!r}: the path cannot be used as a file name.")
     confirming = options.confirm is not None
 

@@ -28,7 +28,12 @@ import stat
 
 from picourse.coding_tools.confirm import ask_before_change
 from picourse.coding_tools.details import WriteDetails
-from picourse.coding_tools.errors import ChangeRefused, PathError, describe_os_error
+from picourse.coding_tools.errors import (
+    ChangeRefused,
+    PathError,
+    describe_os_error,
+    path_in_flux,
+)
 from picourse.coding_tools.files import directory_lock, not_a_regular_file, open_existing
 from picourse.coding_tools.mutation_queue import DEFAULT_MUTATION_QUEUE, canonical_key
 from picourse.coding_tools.options import CodingToolOptions
@@ -46,7 +51,9 @@ async def write_file(options: CodingToolOptions, path: str, content: str) -> Too
         key = canonical_key(absolute)
     except PathError as error:
         return ToolOutput.error(str(error))
-    except (OSError, ValueError, RecursionError):
+    except OSError as error:  # canonical_key's realpath, as another program swaps a link
+        return ToolOutput.error(path_in_flux(path, error))
+    except (ValueError, RecursionError):
         return ToolOutput.error(f"Cannot write {path!r}: the path cannot be used as a file name.")
     try:
         data = content.encode("utf-8")
@@ -155,6 +162,7 @@ def _make_directories(directory: str) -> list[str]:
                 os.mkdir(folder)
             except FileExistsError:
                 if not os.path.isdir(folder):
+                    _raise_if_a_symlink_loop(folder)
                     raise NotADirectoryError(errno.ENOTDIR, "Not a directory", folder) from None
                 continue  # another writer made it meanwhile
             created.append(folder)
@@ -164,6 +172,22 @@ def _make_directories(directory: str) -> list[str]:
                 os.rmdir(folder)
         raise
     return created
+
+
+def _raise_if_a_symlink_loop(folder: str) -> None:
+    """A name that exists but is no folder may be a symlink loop: say so, not "a file"."""
+    try:
+        os.stat(folder)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise
+
+
+def _on_a_read_only_file_system(path: str) -> bool:
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
 
 
 def _replace(path: str, directory: str, data: bytes | bytearray) -> None:
@@ -176,6 +200,11 @@ def _replace(path: str, directory: str, data: bytes | bytearray) -> None:
             raise IsADirectoryError(errno.EISDIR, "Is a directory", path)
         if not stat.S_ISREG(old.st_mode):
             raise ChangeRefused(not_a_regular_file(path, old.st_mode))
+        if _on_a_read_only_file_system(path):
+            raise ChangeRefused(
+                f"{path} is on a read-only file system; nothing was written. Write it "
+                "somewhere that can change, or ask the user to make it writable."
+            )
         if not old.st_mode & 0o222 or not os.access(path, os.W_OK):
             raise ChangeRefused(
                 f"{path} is read-only (mode {stat.S_IMODE(old.st_mode):o}); nothing was "

@@ -1,0 +1,321 @@
+"""Faults of the world around the reference tools, forced deterministically: another
+program swapping a symlink or saving a file at the worst moment, no descriptor left,
+a read-only file system, a socket, an abort while the user decides, an old_text on every
+line of a large file. Each case runs in a child process against the solved reference;
+where a fault must land at one exact moment, the child patches the one call it comes
+through (never a sleep that hopes)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.tools.own_session import communicate_in_own_session
+
+pytestmark = pytest.mark.slow
+
+PRELUDE = """
+import asyncio, errno, json, os, sys, threading
+from picourse.abort import AbortController
+from picourse.coding_tools import create_coding_tools
+from picourse.messages import ToolCall
+from picourse.tool import execute_tool_call
+
+def call(tools, name, arguments, signal=None):
+    result = asyncio.run(execute_tool_call(ToolCall("1", name, arguments), tools, signal=signal))
+    return {"error": result.is_error, "text": result.content[0].text}
+
+def report(value):
+    print(json.dumps(value))
+"""
+
+
+def run_case(src: Path, workspace: Path, script: str, timeout: float = 120) -> Any:
+    """The JSON the child printed last; it runs in a session of its own, reaped after."""
+    code = PRELUDE + textwrap.dedent(script)
+    out, err = communicate_in_own_session(
+        [sys.executable, "-c", code, str(workspace)],
+        timeout=timeout,
+        env={**os.environ, "PYTHONPATH": str(src)},
+    )
+    assert out.strip(), f"the case printed no result: {err[-3000:]}"
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def test_an_old_text_on_every_line_is_refused_briefly_and_replaced_in_linear_time(
+    solved_src: Path, tmp_path: Path
+) -> None:
+    # 300,000 matches: naming each match's line by counting from the start, or moving an
+    # earlier edit's spans past every replacement one by one, is quadratic (hours).
+    result = run_case(
+        solved_src,
+        tmp_path,
+        """
+        path = os.path.join(sys.argv[1], "f.txt")
+        with open(path, "w") as file:
+            file.write("x\\n" * 300_000)
+        tools = create_coding_tools(sys.argv[1], careful_edits=True)
+        call(tools, "read", {"path": "f.txt"})
+        refused = call(tools, "edit", {"path": "f.txt", "old_text": "x", "new_text": "y"})
+        both = call(tools, "edit", {"path": "f.txt", "edits": [
+            {"old_text": "x", "new_text": "yy", "replace_all": True},
+            {"old_text": "yy", "new_text": "z", "replace_all": True}]})
+        with open(path) as file:
+            report({"refused": refused, "both": both, "after": file.read()})
+        """,
+    )
+    refused = result["refused"]
+    assert refused["error"] and "matches 300000 times" in refused["text"], refused
+    assert "lines 1, 2, 3" in refused["text"] and "and 299950 more" in refused["text"], (
+        "a refusal names a few lines and how many more, not 300,000 numbers"
+    )
+    assert len(refused["text"]) < 2000, len(refused["text"])
+    assert not result["both"]["error"], result["both"]
+    assert result["after"] == "z\n" * 300_000
+
+
+def test_a_file_saved_by_another_program_right_after_the_read_is_not_taken_as_read(
+    solved_src: Path, tmp_path: Path
+) -> None:
+    # The save lands after read_file returned and before the ledger hashes the file: the
+    # model saw OLD, so an edit of what it never saw must be refused as changed.
+    result = run_case(
+        solved_src,
+        tmp_path,
+        """
+        from picourse.coding_tools import registry
+        path = os.path.join(sys.argv[1], "f.txt")
+        with open(path, "w") as file:
+            file.write("OLD line\\n")
+        real_read = registry.read_file
+
+        async def read_then_another_program_saves(*args, **kwargs):
+            output = await real_read(*args, **kwargs)
+            with open(path + ".new", "w") as file:
+                file.write("NEW line\\n")
+            os.replace(path + ".new", path)
+            return output
+
+        registry.read_file = read_then_another_program_saves
+        tools = create_coding_tools(sys.argv[1], careful_edits=True)
+        seen = call(tools, "read", {"path": "f.txt"})
+        edit = call(tools, "edit", {"path": "f.txt", "old_text": "NEW", "new_text": "EDITED"})
+        with open(path) as file:
+            report({"seen": seen, "edit": edit, "after": file.read()})
+        """,
+    )
+    assert "OLD line" in result["seen"]["text"]
+    assert result["edit"]["error"] and "changed on disk" in result["edit"]["text"], result
+    assert result["after"] == "NEW line\n"
+
+
+def test_a_symlink_swapped_while_its_path_is_resolved_gives_an_error_result(
+    solved_src: Path, tmp_path: Path
+) -> None:
+    # os.path.realpath lstat()s a symlink, another program swaps it for a file, readlink
+    # fails with EINVAL: forced here as realpath raising for that one name.
+    result = run_case(
+        solved_src,
+        tmp_path,
+        """
+        real = os.path.realpath
+
+        def swapped_meanwhile(path, *args, **kwargs):
+            if os.path.basename(str(path)) == "x":
+                raise OSError(errno.EINVAL, "Invalid argument", path)
+            return real(path, *args, **kwargs)
+
+        os.path.realpath = swapped_meanwhile
+        with open(os.path.join(sys.argv[1], "x"), "w") as file:
+            file.write("hello\\n")
+        tools = create_coding_tools(sys.argv[1])
+        report([
+            call(tools, "read", {"path": "x"}),
+            call(tools, "write", {"path": "x", "content": "new\\n"}),
+            call(tools, "edit", {"path": "x", "old_text": "hello", "new_text": "bye"}),
+        ])
+        """,
+    )
+    for outcome in result:
+        assert outcome["error"] and "changed while it was being resolved" in outcome["text"], (
+            outcome
+        )
+    assert (tmp_path / "x").read_text() == "hello\n"
+
+
+@pytest.mark.parametrize(
+    "mode", [{}, {"careful_edits": True}, {"confirm": "yes"}], ids=["plain", "careful", "confirm"]
+)
+def test_write_and_edit_refuse_a_socket_as_not_a_regular_file(
+    solved_src: Path, tmp_path: Path, mode: dict[str, Any]
+) -> None:
+    result = run_case(
+        solved_src,
+        tmp_path,
+        f"""
+        import socket
+        os.chdir(sys.argv[1])
+        server = socket.socket(socket.AF_UNIX)
+        server.bind("app.sock")
+
+        async def yes(request):
+            return True
+
+        mode = {mode!r}
+        if mode.get("confirm"):
+            mode["confirm"] = yes
+        tools = create_coding_tools(sys.argv[1], **mode)
+        report([
+            call(tools, "write", {{"path": "app.sock", "content": "x"}}),
+            call(tools, "edit", {{"path": "app.sock", "old_text": "a", "new_text": "b"}}),
+        ])
+        """,
+    )
+    for outcome in result:
+        assert outcome["error"] and "is a socket, not a regular file" in outcome["text"], outcome
+
+
+def test_a_read_only_file_system_is_named_as_such_not_as_a_read_only_file(
+    solved_src: Path, tmp_path: Path
+) -> None:
+    # A file of mode 644 on a file system mounted read-only: chmod would not help.
+    result = run_case(
+        solved_src,
+        tmp_path,
+        """
+        import types
+        with open(os.path.join(sys.argv[1], "a.txt"), "w") as file:
+            file.write("hello\\n")
+        os.statvfs = lambda path: types.SimpleNamespace(f_flag=os.ST_RDONLY)
+        tools = create_coding_tools(sys.argv[1])
+        report([
+            call(tools, "write", {"path": "a.txt", "content": "x"}),
+            call(tools, "edit", {"path": "a.txt", "old_text": "hello", "new_text": "bye"}),
+        ])
+        """,
+    )
+    for outcome in result:
+        assert outcome["error"] and "read-only file system" in outcome["text"], outcome
+        assert "chmod" not in outcome["text"], outcome
+    assert (tmp_path / "a.txt").read_text() == "hello\n"
+
+
+def test_a_write_below_a_symlink_loop_says_loop_not_file(solved_src: Path, tmp_path: Path) -> None:
+    (tmp_path / "d").symlink_to("e")
+    (tmp_path / "e").symlink_to("d")
+    result = run_case(
+        solved_src,
+        tmp_path,
+        """
+        tools = create_coding_tools(sys.argv[1])
+        report(call(tools, "write", {"path": "d/x.txt", "content": "x"}))
+        """,
+    )
+    assert result["error"] and "Too many levels of symbolic links" in result["text"], result
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d", "e"]
+
+
+def test_a_command_aborted_while_the_user_decides_is_not_started(
+    solved_src: Path, tmp_path: Path
+) -> None:
+    result = run_case(
+        solved_src,
+        tmp_path,
+        """
+        controller = AbortController()
+        spawned = []
+
+        async def approve_as_the_run_is_aborted(request):
+            controller.abort()
+            return True
+
+        async def main():
+            loop = asyncio.get_running_loop()
+            real = loop.subprocess_exec
+
+            async def spy(*args, **kwargs):
+                spawned.append(args[1:])
+                return await real(*args, **kwargs)
+
+            loop.subprocess_exec = spy
+            tools = create_coding_tools(sys.argv[1], confirm=approve_as_the_run_is_aborted)
+            result = await execute_tool_call(
+                ToolCall("1", "bash", {"command": "touch ran"}), tools, signal=controller.signal
+            )
+            report({"text": result.content[0].text, "spawned": len(spawned)})
+
+        asyncio.run(main())
+        """,
+    )
+    assert result["spawned"] == 0, f"an aborted call starts no process: {result}"
+    assert "aborted" in result["text"], result
+    assert not (tmp_path / "ran").exists()
+
+
+def test_output_past_the_budget_still_drains_when_no_descriptor_is_left(
+    solved_src: Path, tmp_path: Path
+) -> None:
+    # The thread that drops output past the budget opens /dev/null: with no descriptor
+    # to be had (EMFILE) the pipe must go back to the event loop, not stay paused until
+    # the command times out.
+    result = run_case(
+        solved_src,
+        tmp_path,
+        """
+        real_open = os.open
+
+        def no_descriptor_for_the_discard(path, *args, **kwargs):
+            if threading.current_thread().name == "bash-discard" and path == os.devnull:
+                raise OSError(errno.EMFILE, "Too many open files")
+            return real_open(path, *args, **kwargs)
+
+        os.open = no_descriptor_for_the_discard
+        tools = create_coding_tools(
+            sys.argv[1], max_bash_output_bytes=4096, bash_timeout_ms=60_000
+        )
+        report(call(tools, "bash", {"command": "yes | head -c 50000000"}))
+        """,
+    )
+    assert not result["error"], result["text"][-500:]
+    assert "timed out" not in result["text"], result["text"][-500:]
+
+
+def test_the_diff_of_a_confirmation_is_made_off_the_event_loop(
+    solved_src: Path, tmp_path: Path
+) -> None:
+    # difflib takes seconds on a large file: on the event loop's thread it would stop
+    # every other call (and every deadline) meanwhile.
+    result = run_case(
+        solved_src,
+        tmp_path,
+        """
+        from picourse.coding_tools import confirm
+        threads = []
+        real = confirm.diff_preview
+
+        def spy(*args, **kwargs):
+            threads.append(threading.current_thread() is threading.main_thread())
+            return real(*args, **kwargs)
+
+        confirm.diff_preview = spy
+
+        async def yes(request):
+            return True
+
+        with open(os.path.join(sys.argv[1], "a.txt"), "w") as file:
+            file.write("old\\n")
+        tools = create_coding_tools(sys.argv[1], confirm=yes)
+        written = call(tools, "write", {"path": "a.txt", "content": "new\\n"})
+        report({"written": written, "on_the_loop": threads})
+        """,
+    )
+    assert not result["written"]["error"], result
+    assert result["on_the_loop"] == [False], (
+        f"diff_preview ran on the event loop's thread: {result['on_the_loop']}"
+    )

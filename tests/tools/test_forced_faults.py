@@ -319,3 +319,31 @@ def test_the_diff_of_a_confirmation_is_made_off_the_event_loop(
     assert result["on_the_loop"] == [False], (
         f"diff_preview ran on the event loop's thread: {result['on_the_loop']}"
     )
+
+
+def test_glob_says_which_folders_it_could_not_read(solved_src: Path, tmp_path: Path) -> None:
+    # A folder without read permission (forced: root reads any folder) holds files the
+    # search cannot see: the result must not look complete.
+    (tmp_path / "locked").mkdir()
+    (tmp_path / "locked" / "hidden.py").write_text("")
+    (tmp_path / "visible.py").write_text("")
+    result = run_case(
+        solved_src,
+        tmp_path,
+        """
+        real = os.scandir
+
+        def permission_denied(path=".", *args):
+            if os.path.basename(os.fsdecode(path)) == "locked":
+                raise PermissionError(errno.EACCES, "Permission denied", path)
+            return real(path, *args)
+
+        os.scandir = permission_denied
+        tools = create_coding_tools(sys.argv[1], navigation=True)
+        report(call(tools, "glob", {"pattern": "**/*.py"}))
+        """,
+    )
+    assert not result["error"], result
+    lines = result["text"].splitlines()
+    assert lines[0] == "visible.py", result
+    assert "Could not read 1 folder" in lines[-1] and "locked/" in lines[-1], result

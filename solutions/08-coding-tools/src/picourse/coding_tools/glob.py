@@ -47,7 +47,9 @@ async def find_paths(
         )
     try:
         root = resolve_path(options, path)
-        matches = await in_thread(_walk, options.cwd, root, _compile(pattern), include_hidden)
+        matches, unreadable = await in_thread(
+            _walk, options.cwd, root, _compile(pattern), include_hidden
+        )
     except PathError as error:
         return ToolOutput.error(str(error))
     except _NotAFolder:
@@ -63,6 +65,8 @@ async def find_paths(
         lines.append(f"[Showing {cap} of {len(matches)} matches; use a narrower pattern or path]")
     elif not matches:
         lines.append(f"No paths match {pattern!r}.")
+    if unreadable:  # a search that could not look everywhere says so
+        lines.append(_unreadable_notice(unreadable))
     return ToolOutput.of_text("\n".join(lines), GlobDetails(pattern, len(matches), truncated))
 
 
@@ -189,13 +193,35 @@ class _NotAFolder(Exception):
     """The path to search exists and is not a folder."""
 
 
-def _walk(workspace: str, root: str, pattern: _Matcher, include_hidden: bool) -> list[str]:
+_NAMED_UNREADABLE = 5
+
+
+def _unreadable_notice(folders: list[str]) -> str:
+    named = ", ".join(folders[:_NAMED_UNREADABLE])
+    more = (
+        f" and {len(folders) - _NAMED_UNREADABLE} more" if len(folders) > _NAMED_UNREADABLE else ""
+    )
+    return (
+        f"[Could not read {len(folders)} folder{'s' if len(folders) > 1 else ''} ({named}{more}): "
+        "what they hold is not listed; ls one to see why]"
+    )
+
+
+def _walk(
+    workspace: str, root: str, pattern: _Matcher, include_hidden: bool
+) -> tuple[list[str], list[str]]:
+    """The matches, and the folders that could not be listed (os.walk skips them quietly)."""
     if not os.path.isdir(root):
         os.stat(root)  # missing, or below a file: its OSError says which
         raise _NotAFolder(root)
     ignored = _gitignore(workspace) if not include_hidden else None
-    found = []
-    for folder, folders, files in os.walk(root):  # never follows symlinked folders
+    found: list[str] = []
+    unreadable: list[str] = []
+
+    def skipped_folder(error: OSError) -> None:
+        unreadable.append(_relative(workspace, os.fsdecode(error.filename or root)) + "/")
+
+    for folder, folders, files in os.walk(root, onerror=skipped_folder):  # no symlinked folders
         kept = []
         for name in folders:
             inside = _relative(workspace, os.path.join(folder, name)) + "/"
@@ -212,7 +238,7 @@ def _walk(workspace: str, root: str, pattern: _Matcher, include_hidden: bool) ->
                 continue
             if pattern.fullmatch(relative):
                 found.append(shown + ("/" if is_folder else ""))
-    return sorted(found)
+    return sorted(found), sorted(unreadable)
 
 
 def _skipped(name: str, relative: str, ignored: pathspec.GitIgnoreSpec | None) -> bool:

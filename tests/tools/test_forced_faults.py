@@ -347,3 +347,19 @@ def test_glob_says_which_folders_it_could_not_read(solved_src: Path, tmp_path: P
     lines = result["text"].splitlines()
     assert lines[0] == "visible.py", result
     assert "Could not read 1 folder" in lines[-1] and "locked/" in lines[-1], result
+
+
+def test_a_write_to_a_path_ending_in_a_slash_creates_no_file(
+    solved_src: Path, tmp_path: Path
+) -> None:
+    # normpath drops the slash: 'newdir/' would become a FILE named newdir.
+    result = run_case(
+        solved_src,
+        tmp_path,
+        """
+        tools = create_coding_tools(sys.argv[1])
+        report(call(tools, "write", {"path": "newdir/", "content": "x"}))
+        """,
+    )
+    assert result["error"] and "directory" in result["text"], result
+    assert list(tmp_path.iterdir()) == []

@@ -46,6 +46,11 @@ _PATH_MAX = 4096  # Linux; macOS allows 1024, and its own error is as clear
 
 
 async def write_file(options: CodingToolOptions, path: str, content: str) -> ToolOutput:
+    if path.endswith(("/", os.sep)):  # normpath would drop it and write a file of that name
+        return ToolOutput.error(
+            f"{path} ends with '/', so it names a directory, not a file; give the path of the "
+            "file to write (write creates the directories above it)."
+        )
     try:
         absolute = resolve_path(options, path)
         key = canonical_key(absolute)

@@ -29,6 +29,9 @@ class Limits:
     # writable (the grader as root on Linux): what a job can never take from its neighbours.
     job_memory_bytes: int = 3 << 30
     processes: int = 128
+    # Descriptors per process: a job's processes together hold at most processes x this
+    # many of the machine's open files (fs.file-max), not the millions the grader may have.
+    open_files: int = 1024
     file_bytes: int = 1 << 30
     # The private /tmp of a sandboxed run: a cap on a tmpfs, not a reservation. The lab tests
     # keep their files until the run ends (64 MiB lines, 64 MB files, sparse files).
@@ -47,6 +50,9 @@ def apply_limits(limits: Limits, user: JobUser | None, drop: bool) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
     resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    _, most = resource.getrlimit(resource.RLIMIT_NOFILE)
+    files = limits.open_files if most == resource.RLIM_INFINITY else min(limits.open_files, most)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (files, files))
     if drop:
         resource.setrlimit(resource.RLIMIT_NPROC, (limits.processes, limits.processes))
     if drop and user is not None:

@@ -5,6 +5,15 @@ inherited from the grader (the instructor's, after a login that made one), and a
 adds to its uid's user keyring stays there for the next job of that pool uid. No test needs
 a keyring, so a job gets none: add_key, request_key and keyctl fail with EPERM, as in
 Docker's default profile.
+
+Two calls are refused only with some arguments, where a job would stall or shut out the
+jobs beside it through what it shares with them (as a normal user, the grader's own uid):
+``fcntl(F_SETLEASE)``, whose lease on a file of that uid (the venv, the pristine tests)
+makes every other process that opens it wait 45 s; and a new user namespace (``unshare``
+or ``clone`` with ``CLONE_NEWUSER``), which, nested, uses up the uid's
+``max_user_namespaces`` so that no sandbox can start until the job ends. ``clone3`` hides
+its flags in memory a filter cannot read: it fails with ENOSYS, so the C library falls
+back to ``clone`` (Docker's default profile does the same).
 """
 
 from __future__ import annotations
@@ -16,6 +25,8 @@ import platform
 import tempfile
 
 DENIED = ("add_key", "request_key", "keyctl")
+_F_SETLEASE = 1024  # fcntl.F_SETLEASE, which Python names only on Linux
+_CLONE_NEWUSER = 0x10000000
 
 
 class FilterUnavailable(Exception):
@@ -45,8 +56,16 @@ def _compiled() -> bytes:
         # The 32-bit and x32 entry points reach the same calls by other numbers.
         for arch in (seccomp.Arch.X86, seccomp.Arch.X32):
             rules.add_arch(arch)
+    refused = seccomp.ERRNO(errno.EPERM)
     for call in DENIED:
-        rules.add_rule(seccomp.ERRNO(errno.EPERM), call)
+        rules.add_rule(refused, call)
+    lease = seccomp.Arg(1, seccomp.EQ, _F_SETLEASE)
+    for call in ("fcntl", "fcntl64") if platform.machine() == "x86_64" else ("fcntl",):
+        rules.add_rule(refused, call, lease)
+    new_user = seccomp.Arg(0, seccomp.MASKED_EQ, _CLONE_NEWUSER, _CLONE_NEWUSER)
+    for call in ("unshare", "clone"):
+        rules.add_rule(refused, call, new_user)
+    rules.add_rule(seccomp.ERRNO(errno.ENOSYS), "clone3")
     with tempfile.TemporaryFile() as compiled:
         rules.export_bpf(compiled)
         compiled.seek(0)

@@ -432,6 +432,63 @@ def test_a_job_can_use_no_kernel_keyring(tmp_path: Path) -> None:
     }, results.output
 
 
+SHARED_STALLS = """
+import ctypes, errno, fcntl, os, threading
+
+import pytest
+
+F_SETLEASE, CLONE_NEWUSER = 1024, 0x10000000
+libc = ctypes.CDLL(None, use_errno=True)
+
+def test_no_lease_can_stall_whoever_opens_a_file_next():
+    with open("/tmp/leased", "w") as file:
+        with pytest.raises(OSError) as refused:
+            fcntl.fcntl(file, F_SETLEASE, fcntl.F_WRLCK)
+    assert refused.value.errno == errno.EPERM
+
+def test_no_user_namespace_can_be_made():
+    ctypes.set_errno(0)
+    assert libc.unshare(CLONE_NEWUSER) == -1 and ctypes.get_errno() == errno.EPERM
+    pid = os.fork()  # the same call as unshare, without CLONE_NEWUSER, still works
+    if pid == 0:
+        os._exit(7)
+    assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 7
+    ran = []
+    worker = threading.Thread(target=lambda: ran.append(1))  # clone3 refused: clone instead
+    worker.start()
+    worker.join()
+    assert ran == [1]
+
+def test_a_process_holds_at_most_1024_descriptors():
+    held = []
+    try:
+        with pytest.raises(OSError) as refused:
+            for _ in range(100_000):
+                held.append(os.open("/dev/null", os.O_RDONLY))
+        assert refused.value.errno == errno.EMFILE and len(held) < 1024
+    finally:
+        for fd in held:
+            os.close(fd)
+"""
+
+
+def test_a_job_cannot_stall_or_shut_out_the_jobs_beside_it(tmp_path: Path) -> None:
+    """As a normal user every job runs as the grader's own uid: a write lease on a file that
+    uid shares with the others (the venv, the pristine tests) made every neighbour that
+    opened it wait 45 s, again and again, into a timeout; nested user namespaces used up the
+    uid's max_user_namespaces, so no neighbour's sandbox could start. The seccomp filter
+    refuses both; the descriptor limit keeps a job's share of the machine's open files
+    (fs.file-max) small. Refused as root too, where the job's own files would allow them."""
+    stalls = job(tmp_path, "stalls", SHARED_STALLS)
+    with UserPool(1, LIMITS.processes) as pool, pool.user() as user:
+        results = run(stalls, user)
+    assert results == {
+        "test_no_lease_can_stall_whoever_opens_a_file_next": True,
+        "test_no_user_namespace_can_be_made": True,
+        "test_a_process_holds_at_most_1024_descriptors": True,
+    }, results.output
+
+
 def _cgroup_writable(controller: str) -> bool:
     """Whether this machine lets this process make a cgroup where ``controller`` can be set."""
     found = _controller_root(controller)

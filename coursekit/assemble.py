@@ -93,7 +93,8 @@ def apply_mutant(directory: Path, mutant: Mutant) -> None:
         if found != 1:
             raise AssemblyError(
                 f"Mutant {mutant.name!r}: the text to replace occurs {found} times in "
-                f"{mutant.module} (it must occur once); update lab.toml to the solution."
+                f"{mutant.module} (it must occur once); update its patch in the solution's "
+                "mutants.toml."
             )
         code = code.replace(replacement.find, replacement.replace)
     target.write_text(code, encoding="utf-8")

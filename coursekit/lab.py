@@ -1,7 +1,10 @@
 """A lab as its ``lab.toml`` describes it: stages, modules, hints, weights and mutants.
 
 The data file is the single source of these facts; the CLI, the project's tests and the
-grader read them from here.
+grader read them from here. A mutant's patch of the reference solution quotes the
+reference code, so it lives with the solution (``solutions/NN-*/mutants.toml``): where a
+release of the kit ships no solution, a mutant has no replacements (and nothing could be
+patched anyway).
 """
 
 from __future__ import annotations
@@ -10,7 +13,9 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from coursekit.layout import lab_root
+from coursekit.layout import lab_root, solution_root
+
+MUTANT_PATCHES = "mutants.toml"
 
 
 @dataclass(frozen=True)
@@ -26,7 +31,7 @@ class Mutant:
     description: str
     invariant: str
     module: str  # path inside a practice directory, e.g. src/picourse/coding_tools/read.py
-    replacements: tuple[Replacement, ...]
+    replacements: tuple[Replacement, ...]  # empty where the kit ships no solution
 
 
 @dataclass(frozen=True)
@@ -73,6 +78,8 @@ class Lab:
 def load_lab(chapter: str = "08") -> Lab:
     root = lab_root(chapter)
     data = tomllib.loads((root / "lab.toml").read_text(encoding="utf-8"))
+    patches = _mutant_patches(root)
+    shipped = bool(patches)
     stages = []
     for raw in data["stages"]:
         mutants = tuple(
@@ -82,7 +89,7 @@ def load_lab(chapter: str = "08") -> Lab:
                 description=m["description"],
                 invariant=m["invariant"],
                 module=m["module"],
-                replacements=tuple(Replacement(r["find"], r["replace"]) for r in m["replace"]),
+                replacements=_take_patch(patches, raw["id"], m["name"], shipped),
             )
             for m in raw.get("mutants", [])
         )
@@ -99,4 +106,34 @@ def load_lab(chapter: str = "08") -> Lab:
                 mutants=mutants,
             )
         )
+    if patches:
+        extra = ", ".join(f"{stage} {name}" for stage, name in patches)
+        raise ValueError(f"{MUTANT_PATCHES} patches mutants lab.toml does not list: {extra}")
     return Lab(root, data["lab"]["chapter"], data["lab"]["title"], tuple(stages))
+
+
+def _take_patch(
+    patches: dict[tuple[str, str], tuple[Replacement, ...]], stage: str, name: str, shipped: bool
+) -> tuple[Replacement, ...]:
+    if not shipped:
+        return ()
+    try:
+        return patches.pop((stage, name))
+    except KeyError:
+        raise ValueError(
+            f"{MUTANT_PATCHES} of the solution has no patch for mutant {name!r} of stage "
+            f"{stage}: add one, or remove the mutant from lab.toml"
+        ) from None
+
+
+def _mutant_patches(root: Path) -> dict[tuple[str, str], tuple[Replacement, ...]]:
+    """Each mutant's replacements by (stage, name), from the solution's mutants.toml; empty
+    where the kit ships no solution."""
+    path = solution_root(root.name) / MUTANT_PATCHES
+    if not path.is_file():
+        return {}
+    data = tomllib.loads(path.read_text(encoding="utf-8"))
+    return {
+        (m["stage"], m["name"]): tuple(Replacement(r["find"], r["replace"]) for r in m["replace"])
+        for m in data["mutant"]
+    }

@@ -2,11 +2,11 @@
 the diagnosis of a failure set by its nearest signature.
 
 A signature is computed once per course release (``python -m grader signatures``) and kept
-in ``labs/NN-*/mistakes.json`` with a key of the lab tests and ``lab.toml`` (the mutants'
-patches included): what a student release ships, so students are diagnosed without the
-solution. When the key no longer matches, the signatures are stale and nothing is
-diagnosed: a diagnosis from other tests would be a guess. (A change of the solution alone
-can change a signature too: regenerate after one.)
+in ``labs/NN-*/mistakes.json`` with a key of the lab tests and ``lab.toml``: what a student
+release ships, so students are diagnosed without the solution (or the mutants' patches,
+which quote it and live with it). When the key no longer matches, the signatures are stale
+and nothing is diagnosed: a diagnosis from other tests would be a guess. (A change of the
+solution or of a mutant's patch alone can change a signature too: regenerate after one.)
 
 The measure is Jaccard similarity between the failing tests of a stage and a signature,
 |F ∩ S| / |F ∪ S|. A match needs at least ``THRESHOLD`` and, when two mistakes come equally

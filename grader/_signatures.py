@@ -1,9 +1,9 @@
 """`python -m grader signatures`: run every catalogued mistake once and record the tests
 it fails, so that practice.py and the grader can name the mistake a failure set looks like.
 
-Run it after any change of the lab tests, lab.toml or the solution; it rewrites
-labs/NN-*/mistakes.json (commit it with the release). About a minute per ten mutants on
-two cores.
+Run it after any change of the lab tests, lab.toml, the solution or its mutants.toml; it
+rewrites labs/NN-*/mistakes.json (commit it with the release). About a minute per ten
+mutants on two cores.
 """
 
 from __future__ import annotations

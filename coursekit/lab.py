@@ -79,7 +79,6 @@ def load_lab(chapter: str = "08") -> Lab:
     root = lab_root(chapter)
     data = tomllib.loads((root / "lab.toml").read_text(encoding="utf-8"))
     patches = _mutant_patches(root)
-    shipped = bool(patches)
     stages = []
     for raw in data["stages"]:
         mutants = tuple(
@@ -89,7 +88,7 @@ def load_lab(chapter: str = "08") -> Lab:
                 description=m["description"],
                 invariant=m["invariant"],
                 module=m["module"],
-                replacements=_take_patch(patches, raw["id"], m["name"], shipped),
+                replacements=_take_patch(patches, raw["id"], m["name"]),
             )
             for m in raw.get("mutants", [])
         )
@@ -113,9 +112,9 @@ def load_lab(chapter: str = "08") -> Lab:
 
 
 def _take_patch(
-    patches: dict[tuple[str, str], tuple[Replacement, ...]], stage: str, name: str, shipped: bool
+    patches: dict[tuple[str, str], tuple[Replacement, ...]] | None, stage: str, name: str
 ) -> tuple[Replacement, ...]:
-    if not shipped:
+    if patches is None:
         return ()
     try:
         return patches.pop((stage, name))
@@ -126,12 +125,12 @@ def _take_patch(
         ) from None
 
 
-def _mutant_patches(root: Path) -> dict[tuple[str, str], tuple[Replacement, ...]]:
-    """Each mutant's replacements by (stage, name), from the solution's mutants.toml; empty
+def _mutant_patches(root: Path) -> dict[tuple[str, str], tuple[Replacement, ...]] | None:
+    """Each mutant's replacements by (stage, name), from the solution's mutants.toml; None
     where the kit ships no solution."""
     path = solution_root(root.name) / MUTANT_PATCHES
     if not path.is_file():
-        return {}
+        return None
     data = tomllib.loads(path.read_text(encoding="utf-8"))
     return {
         (m["stage"], m["name"]): tuple(Replacement(r["find"], r["replace"]) for r in m["replace"])

@@ -57,6 +57,12 @@ def run(workdir: Path, user: JobUser | None, limits: Limits = LIMITS) -> Verdict
     return Verdicts(run_tests(workdir, scratch, limits, "bwrap", user))
 
 
+def run_alone(workdir: Path) -> Verdicts:
+    """``workdir``'s tests in a job of their own, as a grading run gives each submission."""
+    with UserPool(1, LIMITS.processes) as pool, pool.user() as user:
+        return run(workdir, user)
+
+
 class Verdicts(dict[str, bool]):
     """Each test's pass or fail by name; ``output`` says why when an assertion fails."""
 
@@ -480,8 +486,7 @@ def test_a_job_cannot_stall_or_shut_out_the_jobs_beside_it(tmp_path: Path) -> No
     refuses both; the descriptor limit keeps a job's share of the machine's open files
     (fs.file-max) small. Refused as root too, where the job's own files would allow them."""
     stalls = job(tmp_path, "stalls", SHARED_STALLS)
-    with UserPool(1, LIMITS.processes) as pool, pool.user() as user:
-        results = run(stalls, user)
+    results = run_alone(stalls)
     assert results == {
         "test_no_lease_can_stall_whoever_opens_a_file_next": True,
         "test_no_user_namespace_can_be_made": True,
@@ -581,8 +586,7 @@ def test_a_job_can_neither_see_nor_touch_the_grader_or_its_output(tmp_path: Path
         root=os.geteuid() == 0,
         uid=os.geteuid(),
     )
-    with UserPool(1, LIMITS.processes) as pool, pool.user() as user:
-        results = run(workdir, user)
+    results = run_alone(workdir)
     assert results == {
         "test_the_grader_is_not_in_sight": True,
         "test_the_grader_cannot_be_killed": True,
@@ -621,8 +625,7 @@ def test_no_checkout_or_solution_is_visible_anywhere(tmp_path: Path) -> None:
     assert (SOLUTIONS / "08-coding-tools/src/picourse/coding_tools/read.py").exists()
     workdir = job(tmp_path, "search", SEARCH, marker=marker)
     try:
-        with UserPool(1, LIMITS.processes) as pool, pool.user() as user:
-            results = run(workdir, user)
+        results = run_alone(workdir)
     finally:
         (Path.home() / marker).unlink(missing_ok=True)
     assert results["test_search_the_whole_filesystem"] is True, results.output

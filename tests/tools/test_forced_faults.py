@@ -7,16 +7,13 @@ through (never a sleep that hopes)."""
 
 from __future__ import annotations
 
-import json
-import os
-import sys
 import textwrap
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.tools.own_session import communicate_in_own_session
+from tests.tools.own_session import json_from_reference
 
 pytestmark = pytest.mark.slow
 
@@ -38,14 +35,13 @@ def report(value):
 
 def run_case(src: Path, workspace: Path, script: str, timeout: float = 120) -> Any:
     """The JSON the child printed last; it runs in a session of its own, reaped after."""
-    code = PRELUDE + textwrap.dedent(script)
-    out, err = communicate_in_own_session(
-        [sys.executable, "-c", code, str(workspace)],
+    return json_from_reference(
+        src,
+        PRELUDE + textwrap.dedent(script),
+        str(workspace),
         timeout=timeout,
-        env={**os.environ, "PYTHONPATH": str(src)},
+        hung=f"the case still ran after {timeout} s: the fault hangs the tool",
     )
-    assert out.strip(), f"the case printed no result: {err[-3000:]}"
-    return json.loads(out.strip().splitlines()[-1])
 
 
 def test_an_old_text_on_every_line_is_refused_briefly_and_replaced_in_linear_time(
@@ -192,7 +188,12 @@ def test_a_read_only_file_system_is_named_as_such_not_as_a_read_only_file(
         import types
         with open(os.path.join(sys.argv[1], "a.txt"), "w") as file:
             file.write("hello\\n")
+        # What a read-only mount answers: no write access (EROFS), whatever the mode.
         os.statvfs = lambda path: types.SimpleNamespace(f_flag=os.ST_RDONLY)
+        real_access = os.access
+        os.access = lambda path, mode, *args, **kwargs: (
+            False if mode & os.W_OK else real_access(path, mode, *args, **kwargs)
+        )
         tools = create_coding_tools(sys.argv[1])
         report([
             call(tools, "write", {"path": "a.txt", "content": "x"}),

@@ -3,14 +3,12 @@ matching: right and fast on any pattern and path."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.tools.own_session import json_from_reference
 
 pytestmark = pytest.mark.slow
 
@@ -42,24 +40,14 @@ def test_a_gitignore_pattern_git_cannot_read_is_skipped(
 
 
 def run_child(solved_src: Path, script: str, *args: str) -> Any:
-    """Run the script on the reference in a child process: a regular expression that
-    backtracks cannot be stopped inside the process (it holds the GIL), a child can."""
-    try:
-        done = subprocess.run(
-            [sys.executable, "-c", script, *args],
-            capture_output=True,
-            text=True,
-            env={**os.environ, "PYTHONPATH": str(solved_src)},
-            timeout=CHILD_TIMEOUT_SECONDS,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        pytest.fail(
-            f"still matching after {CHILD_TIMEOUT_SECONDS} s (a linear match takes "
-            "milliseconds): some wildcards backtrack through every way to share the path"
-        )
-    assert done.returncode == 0, done.stderr[-2000:]
-    return json.loads(done.stdout)
+    return json_from_reference(
+        solved_src,
+        script,
+        *args,
+        timeout=CHILD_TIMEOUT_SECONDS,
+        hung=f"still matching after {CHILD_TIMEOUT_SECONDS} s (a linear match takes "
+        "milliseconds): some wildcards backtrack through every way to share the path",
+    )
 
 
 # Generous: the fixed matcher answers in milliseconds; the old one ran for hours or days.

@@ -188,11 +188,21 @@ def _raise_if_a_symlink_loop(folder: str) -> None:
             raise
 
 
-def _on_a_read_only_file_system(path: str) -> bool:
+def _read_only(path: str, old: os.stat_result) -> str:
+    """Why ``path`` cannot be written: its mode, or (chmod would not help) its file system."""
     try:
-        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+        mounted_read_only = bool(os.statvfs(path).f_flag & os.ST_RDONLY)
     except OSError:
-        return False
+        mounted_read_only = False
+    if mounted_read_only:
+        return (
+            f"{path} is on a read-only file system; nothing was written. Write it somewhere "
+            "that can change, or ask the user to make it writable."
+        )
+    return (
+        f"{path} is read-only (mode {stat.S_IMODE(old.st_mode):o}); nothing was written. "
+        "Make it writable first (chmod u+w) if it should change."
+    )
 
 
 def _replace(path: str, directory: str, data: bytes | bytearray) -> None:
@@ -205,16 +215,8 @@ def _replace(path: str, directory: str, data: bytes | bytearray) -> None:
             raise IsADirectoryError(errno.EISDIR, "Is a directory", path)
         if not stat.S_ISREG(old.st_mode):
             raise ChangeRefused(not_a_regular_file(path, old.st_mode))
-        if _on_a_read_only_file_system(path):
-            raise ChangeRefused(
-                f"{path} is on a read-only file system; nothing was written. Write it "
-                "somewhere that can change, or ask the user to make it writable."
-            )
         if not old.st_mode & 0o222 or not os.access(path, os.W_OK):
-            raise ChangeRefused(
-                f"{path} is read-only (mode {stat.S_IMODE(old.st_mode):o}); nothing was "
-                "written. Make it writable first (chmod u+w) if it should change."
-            )
+            raise ChangeRefused(_read_only(path, old))
     temp = os.path.join(directory, f".pi-{os.getpid()}-{secrets.token_hex(6)}.tmp")
     # A new file gets 0o666 minus the umask, as any new file would; an existing one is
     # created private and then given the old file's owner and bits.

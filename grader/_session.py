@@ -32,8 +32,11 @@ from grader._run_records import (
 from grader._scan import ScanReport, scan
 from grader._scoring import InventoryItem, collect_inventory, score
 from grader._store import ResultStore
+from grader._stubbed import stages_on_their_stubs, with_stub_records
 from grader.model import Status, SubmissionResult, truncate
 
+# The isolation of a submission whose every stage is still its stub: nothing of it ran.
+NOTHING_RAN = "none needed: every stage is still its stub (nothing ran)"
 # CPython gh-106905: ast.parse in two threads at once can crash the interpreter (3.11, 3.12).
 _SCAN_LOCK = threading.Lock()
 
@@ -151,28 +154,19 @@ class GradingSession:
         findings = _scan(modules)
         flags = list(findings.verdict)
         limits = self.limits
-        judge = _sandbox.Judge(self.pristine, student_modules(self.lab), modules)
-        outcome = _sandbox.run_tests(scratch / "work", scratch, limits, self.sandbox, user, judge)
-        if not outcome.records and not outcome.timed_out:
-            # Not one record, not even the plugin's first: the test process never started
-            # (a sandbox or system failure), so no student code ran.
-            raise _JobNeverStarted(
-                f"the test process ended before pytest started (exit code {outcome.exit_code}): "
-                + " | ".join(outcome.output_tail.strip().splitlines()[-3:])
-            )
-        check_the_judge(outcome)
+        stubbed = stages_on_their_stubs(self.lab, self.pristine, modules)
+        outcome = self._run(
+            modules, [s.tests for s in self.lab.stages if s.id not in stubbed], scratch, user
+        )
         flags += run_flags(outcome)
         credited = None
-        stages, tests, bonus, max_bonus = score(
-            self.lab, self.inventory, outcome.records, credit=not flags
-        )
+        records = with_stub_records(outcome.records, self.inventory, stubbed)
+        stages, tests, bonus, max_bonus = score(self.lab, self.inventory, records, credit=not flags)
         result = SubmissionResult(
             submission.student, "graded", "", outcome.isolation, stages, tests, bonus, max_bonus
         )
         if flags:
-            would, tests, bonus, max_bonus = score(
-                self.lab, self.inventory, outcome.records, credit=True
-            )
+            would, tests, bonus, max_bonus = score(self.lab, self.inventory, records, credit=True)
             credited = SubmissionResult(
                 submission.student,
                 "graded",
@@ -229,6 +223,32 @@ class GradingSession:
                 "for review, no effect on the score: " + "; ".join(findings.notes), 2000
             )
         return result, credited
+
+    def _run(
+        self,
+        modules: dict[str, bytes],
+        test_files: list[str],
+        scratch: Path,
+        user: _sandbox.JobUser | None,
+    ) -> _sandbox.RunOutcome:
+        """The judge's run of ``test_files`` beside the student's ``modules``; with no file to
+        run (every stage still its stub), no run at all: no student code differs from the
+        stubs, and the stubs' failures are recorded without it."""
+        if not test_files:
+            return _sandbox.RunOutcome(NOTHING_RAN, [{"type": "end", "exitstatus": 1}])
+        judge = _sandbox.Judge(self.pristine, student_modules(self.lab), modules, tuple(test_files))
+        outcome = _sandbox.run_tests(
+            scratch / "work", scratch, self.limits, self.sandbox, user, judge
+        )
+        if not outcome.records and not outcome.timed_out:
+            # Not one record, not even the plugin's first: the test process never started
+            # (a sandbox or system failure), so no student code ran.
+            raise _JobNeverStarted(
+                f"the test process ended before pytest started (exit code {outcome.exit_code}): "
+                + " | ".join(outcome.output_tail.strip().splitlines()[-3:])
+            )
+        check_the_judge(outcome)
+        return outcome
 
 
 def _scan(modules: dict[str, bytes]) -> ScanReport:

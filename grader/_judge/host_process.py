@@ -27,6 +27,8 @@ class _Settings:
     src: str = ""
     workdir: str = ""
     tests: str = ""
+    # The test files the judge runs (paths); empty: the whole tests folder.
+    test_files: tuple[str, ...] = ()
     marker: tuple[str, str] | None = None
     collected = False
 

@@ -73,12 +73,14 @@ class HostedRun:
         env[hosted_plugin.COMMANDS_FD] = str(commands_read)
         # The pristine tests (read-only to the job), with the student's package on the path.
         root = Path(settings.tests).parent
+        # The judge's own selection: collecting files it never runs would cost a second.
+        selection = list(settings.test_files) or [str(root / "tests")]
         command = [
             *(sys.executable, "-m", "pytest", "-p", hosted_plugin.__name__),
             *("-c", str(root / "pyproject.toml"), "--rootdir", str(root)),
             *("-o", f"pythonpath={settings.src}", "-o", "addopts="),
             *("-p", "no:cacheprovider", "-q", "--tb=no", f"--timeout={seconds:g}"),
-            str(root / "tests"),
+            *selection,
         ]
         try:
             self.process = subprocess.Popen(

@@ -90,6 +90,7 @@ def pytest_configure(config: pytest.Config) -> None:
         host_process.settings.src = settings["src"]
         host_process.settings.workdir = settings["workdir"]
         host_process.settings.tests = settings["tests"]
+        host_process.settings.test_files = tuple(settings.get("test_files", ()))
         host_process.settings.marker = tuple(settings["marker"]) if settings.get("marker") else None
         state.timeout = float(settings.get("timeout", 60))
         stubs.install()

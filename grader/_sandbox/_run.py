@@ -59,6 +59,8 @@ class Judge:
     student_modules: list[str]
     # The student's modules by path in the practice directory (``src/picourse/...``).
     files: dict[str, bytes] = field(default_factory=dict)
+    # The test files to run, by name in the pristine ``tests`` folder; empty: all of them.
+    test_files: tuple[str, ...] = ()
 
 
 class SandboxError(Exception):
@@ -111,6 +113,7 @@ def run_tests(
     package = Path(judge_plugin.__file__).parent
     shutil.copytree(package, plugin_dir / PACKAGE, ignore=shutil.ignore_patterns("__pycache__"))
     tests = ["tests"]
+    selection: list[str] = []
     mounts: list[tuple[Path, Path]] = []  # (source, mount point), read-only, in bwrap
     if judge is not None:
         tree = plugin_dir / "judge"
@@ -120,7 +123,11 @@ def run_tests(
             mounts.append((judge.pristine, tree))
         else:
             shutil.copytree(judge.pristine, tree)
-        tests = ["-c", str(tree / "pyproject.toml"), "--rootdir", str(tree), str(tree / "tests")]
+        selection = [str(tree / "tests" / name) for name in judge.test_files]
+        tests = [
+            *("-c", str(tree / "pyproject.toml"), "--rootdir", str(tree)),
+            *(selection or [str(tree / "tests")]),
+        ]
     share_read_only(plugin_dir)
     # A sandboxed run's HOME is its private /tmp; only an unsandboxed one writes here.
     home = workdir / ".home" if not mounts else Path(PRIVATE_TMP)
@@ -151,6 +158,7 @@ def run_tests(
                 "src": str(workdir / "src"),
                 "workdir": str(workdir),
                 "tests": str(plugin_dir / "judge" / "tests"),
+                "test_files": selection,
                 "marker": [RUN_MARKER, marker],
                 "timeout": limits.test_seconds,
             }

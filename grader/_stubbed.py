@@ -1,0 +1,55 @@
+"""Stages still on their stubs: recorded as their stubs fail them, never run.
+
+Every test of a stage whose modules are all still the pristine stubs fails with the stub's
+NotImplementedError, whatever the other stages hold (the project's
+``test_each_stage_fails_on_its_stub_alone`` proves it of every test). Running those tests
+would cost a judge and an in-host pytest a collection and hundreds of failing tests each:
+the grader records the same failures instead, and starts no sandbox at all for a submission
+whose every stage is still its stub. The outcome is the same either way; only a stage with
+a changed module runs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from coursekit.lab import Lab
+from coursekit.runner import NOT_IMPLEMENTED
+from grader._scoring import InventoryItem
+
+# Written where the judge's message would be; NOT_IMPLEMENTED first, as in a stub's failure
+# (what the diagnosis and the reports read as "unfinished, not mistaken").
+STUB_FAILURE = (
+    NOT_IMPLEMENTED + ": Lab {stage} is not implemented yet "
+    "(not run: every module of the stage is still its stub)"
+)
+
+
+def stages_on_their_stubs(lab: Lab, pristine: Path, modules: dict[str, bytes]) -> set[str]:
+    """The stages whose every module is byte for byte the pristine copy's: a module the
+    submission lacks stays the stub (the judge runs the stub for it)."""
+    return {
+        stage.id
+        for stage in lab.stages
+        if all(modules.get(m) in (None, (pristine / m).read_bytes()) for m in stage.modules)
+    }
+
+
+def with_stub_records(
+    records: list[dict[str, Any]], inventory: list[InventoryItem], stubbed: set[str]
+) -> list[dict[str, Any]]:
+    """The run's ``records`` with the tests of ``stubbed`` stages recorded failed, as their
+    stubs fail them (a record the run may have for one of them is dropped)."""
+    skipped = {item.nodeid for item in inventory if item.stage in stubbed}
+    kept = [r for r in records if r.get("type") != "test" or r.get("nodeid") not in skipped]
+    return kept + [
+        {
+            "type": "test",
+            "nodeid": item.nodeid,
+            "passed": False,
+            "message": STUB_FAILURE.format(stage=item.stage),
+        }
+        for item in inventory
+        if item.stage in stubbed
+    ]

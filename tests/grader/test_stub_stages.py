@@ -1,0 +1,64 @@
+"""A stage still on its stub is recorded as its stub fails it, never run; a changed one runs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from coursekit.layout import SCAFFOLD
+from grader import GradeOptions, grade_submissions
+from grader._sandbox import Limits
+from grader._session import NOTHING_RAN
+from grader._stubbed import STUB_FAILURE
+from tests.grader.graded_class import LAB, solved_modules
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
+
+
+def results(out: Path, student: str) -> dict[str, object]:
+    return dict(json.loads((out / "submissions" / student / "result.json").read_text()))
+
+
+def test_only_the_stages_that_differ_from_their_stubs_run(tmp_path: Path) -> None:
+    submissions = tmp_path / "subs"
+    started = solved_modules(submissions / "started", ["8.1"])
+    # Stage 8.2 started and left as it was given, one comment apart: it runs, on its stub.
+    containment = LAB.stage("8.2").modules[0]
+    stub = (SCAFFOLD / "template" / containment).read_text()
+    (started / containment).write_text(stub + "# started\n")
+    (submissions / "untouched" / "src/picourse/coding_tools").mkdir(parents=True)
+    out = tmp_path / "out"
+    grade_submissions(submissions, out, GradeOptions(jobs=2, limits=Limits(wall_seconds=300)))
+
+    result = results(out, "started")
+    assert result["status"] == "graded" and str(result["isolation"]).startswith("bwrap")
+    tests = result["tests"]
+    assert isinstance(tests, list)
+    by_stage: dict[str, list[dict[str, str]]] = {}
+    for test in tests:
+        by_stage.setdefault(test["stage"], []).append(test)
+    assert all(t["status"] == "passed" for t in by_stage["8.1"]), "the solved stage ran"
+    for test in by_stage["8.2"]:
+        assert test["status"] == "failed", test
+        assert test["message"].startswith("NotImplementedError: Lab 8.2 "), test
+        assert "not run" not in test["message"], f"a changed stub runs: {test}"
+    for stage in LAB.stages[2:]:
+        assert by_stage[stage.id], f"stage {stage.id} has its tests in the results"
+        for test in by_stage[stage.id]:
+            assert (test["status"], test["message"]) == (
+                "failed",
+                STUB_FAILURE.format(stage=stage.id),
+            ), f"stage {stage.id} is still its stub: recorded failed, not run"
+    assert result["score"] == 20.0, "the stub that ran earns what the recorded ones earn: 0"
+
+    untouched = results(out, "untouched")
+    assert untouched["isolation"] == NOTHING_RAN, "no sandbox runs for nothing but stubs"
+    assert untouched["status"] == "graded" and untouched["score"] == 0
+    assert untouched["bonus"] == 0 and untouched["diagnoses"] == []
+    every = untouched["tests"]
+    assert isinstance(every, list) and len(every) == len(tests), "every test has its record"
+    assert {t["message"] for t in every} == {
+        STUB_FAILURE.format(stage=stage.id) for stage in LAB.stages
+    }

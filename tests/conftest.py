@@ -11,12 +11,17 @@ from xdist.remote import Producer
 from xdist.scheduler import LoadScopeScheduling, Scheduling
 
 GRADER_TESTS = "tests/grader/"
+# Folders whose modules each keep to one worker: their module fixtures are costly (a graded
+# class; a solved practice directory, or a whole lab run of the reference's fault scenarios).
+KEPT_TOGETHER = (GRADER_TESTS, "tests/tools/")
 
 
 class _ModuleFixturesMadeOnce(LoadScopeScheduling):  # type: ignore[misc]  # untyped
-    """pytest-xdist's load scheduling, except that the tests of one grader module stay on one
-    worker, so that its module fixtures (the graded samples, a red team's class) are made
-    once, not once per worker; other tests spread one by one (their fixtures are cheap).
+    """pytest-xdist's load scheduling, except that the tests of one grader or tools module
+    stay on one worker, so that its module fixtures (the graded samples, a red team's class,
+    the fault scenarios' lab run) are made once, not once per worker (spread one by one, the
+    twelve read-fault tests made their module's lab run on all six workers); other tests
+    spread one by one (their fixtures are cheap).
 
     xdist's own ``--dist loadgroup`` cannot do this under pytest >= 9.2: it groups by
     rewriting node ids, which pytest no longer reads (pytest-dev/pytest-xdist#1386). Grader
@@ -26,8 +31,13 @@ class _ModuleFixturesMadeOnce(LoadScopeScheduling):  # type: ignore[misc]  # unt
     """
 
     def _split_scope(self, nodeid: str) -> str:
-        path = nodeid.split("::", 1)[0]
-        return path if path.startswith(GRADER_TESTS) else nodeid
+        return scope_of(nodeid)
+
+
+def scope_of(nodeid: str) -> str:
+    """What a worker takes whole: the test's module if it is kept together, else the test."""
+    path = nodeid.split("::", 1)[0]
+    return path if path.startswith(KEPT_TOGETHER) else nodeid
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:

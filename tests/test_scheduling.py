@@ -10,7 +10,7 @@ import sys
 from collections import defaultdict
 
 from coursekit.layout import COURSE_ROOT
-from tests.conftest import GRADER_TESTS
+from tests.conftest import GRADER_TESTS, scope_of
 
 # Fast tests of two grader modules, beside fast tests of another folder.
 GRADER = [f"{GRADER_TESTS}test_results_store.py", f"{GRADER_TESTS}test_reports.py"]
@@ -42,3 +42,10 @@ def test_each_grader_module_stays_on_one_worker_and_the_rest_spread() -> None:
             "tests/conftest.py)"
         )
     assert workers[OTHER[0]], completed.stdout[-3000:]
+
+
+def test_each_tools_module_is_kept_together_and_the_lab_suite_spreads() -> None:
+    module = "tests/tools/test_read_faults.py"
+    assert scope_of(f"{module}::test_fault_scenario[a]") == module
+    lab_suite = "tests/chapter08/test_lab_suite.py::test_the_solution_passes_every_lab_test"
+    assert scope_of(lab_suite) == lab_suite, "a long module of cheap fixtures spreads"

@@ -16,7 +16,7 @@ import textwrap
 import pytest
 
 from coursekit import load_lab
-from coursekit.layout import COURSE_ROOT
+from coursekit.layout import COURSE_ROOT, SCAFFOLD
 from grader import GradeOptions, grade_submissions
 from grader._sandbox import Limits
 
@@ -307,6 +307,13 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, str]
     divert = submissions / "divert-by-wire" / READ
     divert.parent.mkdir(parents=True)
     divert.write_text(DIVERT_BY_WIRE)
+    # Its containment started (the stub and a comment), so that stage 8.2 runs: a stage
+    # still on its stub is recorded failed without running, and with no judged pass the
+    # diversion could earn nothing however well it worked (see the test of it below).
+    containment = LAB.stage("8.2").modules[0]
+    (divert.parents[3] / containment).write_text(
+        (SCAFFOLD / "template" / containment).read_text() + "# started\n"
+    )
     utf7 = submissions / "utf7-cookie" / READ
     utf7.parent.mkdir(parents=True)
     utf7.write_bytes(_utf7_module())
@@ -361,6 +368,9 @@ def test_the_hosts_answers_never_decide_where_a_test_runs(
     in_host = 11 * (15 / 76) * (8 / 65)
     assert float(row["total"]) <= round(judged + in_host, 2) and float(row["bonus"]) == 0.0, (
         f"an answer of the host moved the judge's tests to the in-host run: {row}"
+    )
+    assert float(row["stage 8.2"]) > 0, (
+        f"stage 8.2 ran and the judge passed its `..` tests, or this proves nothing: {row}"
     )
 
 

@@ -159,8 +159,10 @@ class GradingSession:
             modules, [s.tests for s in self.lab.stages if s.id not in stubbed], scratch, user
         )
         flags += run_flags(outcome)
+        records, unrun = with_stub_records(outcome.records, self.inventory, stubbed)
+        if unrun:
+            flags.append(f"{unrun} record(s) for tests that were never run")
         credited = None
-        records = with_stub_records(outcome.records, self.inventory, stubbed)
         stages, tests, bonus, max_bonus = score(self.lab, self.inventory, records, credit=not flags)
         result = SubmissionResult(
             submission.student, "graded", "", outcome.isolation, stages, tests, bonus, max_bonus

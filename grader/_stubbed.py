@@ -38,9 +38,10 @@ def stages_on_their_stubs(lab: Lab, pristine: Path, modules: dict[str, bytes]) -
 
 def with_stub_records(
     records: list[dict[str, Any]], inventory: list[InventoryItem], stubbed: set[str]
-) -> list[dict[str, Any]]:
+) -> tuple[list[dict[str, Any]], int]:
     """The run's ``records`` with the tests of ``stubbed`` stages recorded failed, as their
-    stubs fail them (a record the run may have for one of them is dropped)."""
+    stubs fail them; and how many records the run had for those tests, dropped: their files
+    were never collected, so an honest run has none."""
     skipped = {item.nodeid for item in inventory if item.stage in stubbed}
     kept = [r for r in records if r.get("type") != "test" or r.get("nodeid") not in skipped]
     return kept + [
@@ -52,4 +53,4 @@ def with_stub_records(
         }
         for item in inventory
         if item.stage in stubbed
-    ]
+    ], len(records) - len(kept)

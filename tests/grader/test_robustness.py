@@ -488,6 +488,8 @@ class FakeSandbox:
             outcome.output_tail = "bwrap: Creating new namespace failed"
             return outcome
         decided = {"type": "test", "nodeid": "tests/test_lab8_1_read.py::x", "passed": False}
+        if behaviour == "reports-a-stub-stage":  # a pass for a test of a file never collected
+            decided = {"type": "test", "nodeid": UNRUN_WRITE_TEST, "passed": True}
         # The judge's own failures: pytest's internal error, or a session that decided nothing.
         status, records = {
             "judge-internal-error": (3, []),
@@ -541,6 +543,27 @@ def test_grader_failures_are_errors_tried_twice_and_graded_again_next_run(
     again = {"broken": 4, "never-started": 4, "judge-internal-error": 4}
     assert sandbox.calls == {"ok": 1, "flaky": 2, **again, "judge-decided-nothing": 4}, (
         "a rerun grades the errors again, and only them"
+    )
+
+
+# A test of stage 8.3, still on its stub in every submission here: never run.
+UNRUN_WRITE_TEST = "tests/test_lab8_3_write.py::test_write_replaces_the_whole_file"
+
+
+def test_a_record_for_a_test_that_was_never_run_is_flagged_and_earns_nothing(
+    tmp_path: Path, sandbox: FakeSandbox
+) -> None:
+    assert UNRUN_WRITE_TEST.split("::")[1] in (LAB.tests_dir / "test_lab8_3_write.py").read_text()
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    student(subs, "kim", "reports-a-stub-stage")
+    grade_submissions(subs, out, GradeOptions(jobs=1))
+    status, reason = statuses(out)["kim"]
+    assert status == "flagged" and "1 record(s) for tests that were never run" in reason
+    held = ResultStore(out).load("kim")
+    assert held is not None
+    (unrun,) = [t for t in held.tests if t.nodeid == UNRUN_WRITE_TEST]
+    assert unrun.status == "failed" and "not run" in unrun.message, (
+        "a stage on its stub is recorded failed, whatever a run says of it"
     )
 
 

@@ -1,12 +1,15 @@
 """Stages still on their stubs: recorded as their stubs fail them, never run.
 
-Every test of a stage whose modules are all still the pristine stubs fails with the stub's
-NotImplementedError, whatever the other stages hold (the project's
-``test_each_stage_fails_on_its_stub_alone`` proves it of every test). Running those tests
-would cost a judge and an in-host pytest a collection and hundreds of failing tests each:
-the grader records the same failures instead, and starts no sandbox at all for a submission
-whose every stage is still its stub. The outcome is the same either way; only a stage with
-a changed module runs.
+A stage's behaviour lives in its own modules and in those its catalogued mistakes patch
+(lab.toml: confirmation is wired into write, edit and bash; careful edits into write and
+edit). When all of these are still the pristine stubs, every test of the stage fails with
+the stub's NotImplementedError (the project's ``test_each_stage_fails_on_its_stub_alone``
+proves it of every test, with the reference elsewhere). Running those tests would cost a
+judge and an in-host pytest a collection and hundreds of failing tests each: the grader
+records the same failures instead, and starts no sandbox at all for a submission whose
+every stage is still its stub. Only what the stub-alone proof cannot cover is given up:
+code of a stage placed in a module of another stage, which its catalogue does not name
+(say containment checked inside read.py, with containment.py left the stub).
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from coursekit.lab import Lab
+from coursekit.lab import Lab, Stage
 from coursekit.runner import NOT_IMPLEMENTED
 from grader._scoring import InventoryItem
 
@@ -27,13 +30,18 @@ STUB_FAILURE = (
 
 
 def stages_on_their_stubs(lab: Lab, pristine: Path, modules: dict[str, bytes]) -> set[str]:
-    """The stages whose every module is byte for byte the pristine copy's: a module the
-    submission lacks stays the stub (the judge runs the stub for it)."""
+    """The stages whose every module, and every module their mutants patch, is byte for byte
+    the pristine copy's: a module the submission lacks stays the stub (the judge runs the
+    stub for it), as does a module of the given runtime (the judge runs its own)."""
     return {
         stage.id
         for stage in lab.stages
-        if all(modules.get(m) in (None, (pristine / m).read_bytes()) for m in stage.modules)
+        if all(modules.get(m) in (None, (pristine / m).read_bytes()) for m in _reached(stage))
     }
+
+
+def _reached(stage: Stage) -> set[str]:
+    return {*stage.modules, *(mutant.module for mutant in stage.mutants)}
 
 
 def with_stub_records(

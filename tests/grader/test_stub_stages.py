@@ -11,7 +11,7 @@ from coursekit.layout import SCAFFOLD
 from grader import GradeOptions, grade_submissions
 from grader._sandbox import Limits
 from grader._session import NOTHING_RAN
-from grader._stubbed import STUB_FAILURE
+from grader._stubbed import STUB_FAILURE, stages_on_their_stubs
 from tests.grader.graded_class import LAB, solved_modules
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
@@ -62,3 +62,42 @@ def test_only_the_stages_that_differ_from_their_stubs_run(tmp_path: Path) -> Non
     assert {t["message"] for t in every} == {
         STUB_FAILURE.format(stage=stage.id) for stage in LAB.stages
     }
+
+
+def changed(*modules: str) -> dict[str, bytes]:
+    """A submission's modules: these changed by a comment, the rest as given."""
+    every = {m for stage in LAB.stages for m in stage.modules}
+    stubs = {m: (SCAFFOLD / "template" / m).read_bytes() for m in every}
+    return stubs | {m: stubs[m] + b"# changed\n" for m in modules}
+
+
+def module(name: str) -> str:
+    return f"src/picourse/coding_tools/{name}.py"
+
+
+@pytest.mark.parametrize(
+    ("touched", "runs"),
+    [
+        ((), set()),
+        (("read",), {"8.1"}),
+        (("containment",), {"8.2"}),
+        # Confirmation is wired into bash, write and edit, careful edits into write and edit
+        # (their catalogued mistakes patch those): a gate in bash.py with confirm.py still
+        # the stub earns its 8.8 tests, as it did when every stage ran.
+        (("bash",), {"8.5", "8.8"}),
+        (("write",), {"8.3", "8.8", "8.9"}),
+        (("edit",), {"8.4", "8.8", "8.9"}),
+        (("mutation_queue", "agent", "glob"), {"8.3", "8.6", "8.7"}),
+        (("confirm",), {"8.8"}),
+    ],
+)
+def test_a_stage_runs_when_a_module_its_behaviour_lives_in_changed(
+    touched: tuple[str, ...], runs: set[str]
+) -> None:
+    modules = changed(*(module(name) for name in touched))
+    stubbed = stages_on_their_stubs(LAB, SCAFFOLD / "template", modules)
+    assert {s.id for s in LAB.stages} - stubbed == runs
+    without_read = {m: b for m, b in modules.items() if m != module("read")}
+    assert stages_on_their_stubs(LAB, SCAFFOLD / "template", without_read) == stubbed | {"8.1"}, (
+        "a module the submission lacks stays its stub"
+    )

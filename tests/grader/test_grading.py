@@ -68,6 +68,18 @@ def test_each_sample_gets_exactly_its_credit(samples_graded: Path, student: str)
         assert row["reason"], "a flagged submission says why"
 
 
+@pytest.mark.parametrize("student", ["cheat-conftest", "cheat-edited-tests"])
+def test_a_students_own_tests_never_reach_the_run_that_grades_them(
+    samples_graded: Path, student: str
+) -> None:
+    result = json.loads((samples_graded / f"submissions/{student}/result.json").read_text())
+    assert result["isolation"].startswith("bwrap"), "the sample's stage 8.1 ran, sandboxed"
+    read_tests = [t for t in result["tests"] if t["stage"] == "8.1"]
+    assert read_tests and all(
+        t["status"] == "failed" and "not run" not in t["message"] for t in read_tests
+    ), "the pristine tests ran on the stub and failed, whatever the student's tests say"
+
+
 def test_the_partial_solution_earns_part_of_read_and_paths(samples_graded: Path) -> None:
     row = gradebook(samples_graded)["partial"]
     assert row["status"] == "graded"

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 from coursekit import load_lab
 from coursekit.layout import solution_root
@@ -28,3 +30,9 @@ def solved_modules(destination: Path, stages: list[str] | None = None) -> Path:
 def gradebook(out: Path) -> dict[str, dict[str, str]]:
     rows = csv.DictReader(io.StringIO((out / "gradebook.csv").read_text()))
     return {row["student"]: row for row in rows}
+
+
+def result_of(out: Path, student: str) -> dict[str, Any]:
+    """The ``result.json`` the grader wrote for ``student`` under ``out``."""
+    data: dict[str, Any] = json.loads((out / "submissions" / student / "result.json").read_text())
+    return data

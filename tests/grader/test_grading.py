@@ -13,7 +13,7 @@ from coursekit.layout import COURSE_ROOT
 from grader import GradeOptions, grade_submissions
 from grader._sandbox import Limits
 from tests.grader.chromium import chromium, headless_flags
-from tests.grader.graded_class import gradebook
+from tests.grader.graded_class import gradebook, result_of
 
 SAMPLES = COURSE_ROOT / "grader" / "examples" / "submissions"
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
@@ -72,7 +72,7 @@ def test_each_sample_gets_exactly_its_credit(samples_graded: Path, student: str)
 def test_a_students_own_tests_never_reach_the_run_that_grades_them(
     samples_graded: Path, student: str
 ) -> None:
-    result = json.loads((samples_graded / f"submissions/{student}/result.json").read_text())
+    result = result_of(samples_graded, student)
     assert result["isolation"].startswith("bwrap"), "the sample's stage 8.1 ran, sandboxed"
     read_tests = [t for t in result["tests"] if t["stage"] == "8.1"]
     assert read_tests and all(
@@ -88,7 +88,7 @@ def test_the_partial_solution_earns_part_of_read_and_paths(samples_graded: Path)
 
 
 def test_no_sample_affects_another(samples_graded: Path) -> None:
-    result = json.loads((samples_graded / "submissions/full-solution/result.json").read_text())
+    result = result_of(samples_graded, "full-solution")
     assert result["status"] == "graded" and result["score"] == 100
     assert result["bonus"] == result["max_bonus"] > 0, "every challenge test passes too"
     assert result["isolation"].startswith("bwrap")

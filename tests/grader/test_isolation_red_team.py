@@ -20,7 +20,6 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import psutil
 import pytest
@@ -30,7 +29,7 @@ from grader import GradeOptions, grade_submissions
 from grader._grade import release
 from grader._sandbox import JobUser, Limits, RunOutcome, UserPool, end_every_run, run_tests
 from grader._sandbox._users import _controller_root, describe
-from tests.grader.graded_class import LAB, solved_modules
+from tests.grader.graded_class import LAB, result_of, solved_modules
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 LIMITS = Limits(wall_seconds=120, test_seconds=90, processes=64)
@@ -673,11 +672,6 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     out = root / "out"
     grade_submissions(subs, out, GradeOptions(jobs=2, limits=FINISHING))
     return subs, out
-
-
-def result_of(out: Path, student: str) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((out / "submissions" / student / "result.json").read_text())
-    return data
 
 
 def test_honest_variants_of_the_scan_signals_get_full_credit(graded: tuple[Path, Path]) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -12,13 +11,9 @@ from grader import GradeOptions, grade_submissions
 from grader._sandbox import Limits
 from grader._session import NOTHING_RAN
 from grader._stubbed import STUB_FAILURE, stages_on_their_stubs
-from tests.grader.graded_class import LAB, solved_modules
+from tests.grader.graded_class import LAB, result_of, solved_modules
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
-
-
-def results(out: Path, student: str) -> dict[str, object]:
-    return dict(json.loads((out / "submissions" / student / "result.json").read_text()))
 
 
 def test_only_the_stages_that_differ_from_their_stubs_run(tmp_path: Path) -> None:
@@ -32,7 +27,7 @@ def test_only_the_stages_that_differ_from_their_stubs_run(tmp_path: Path) -> Non
     out = tmp_path / "out"
     grade_submissions(submissions, out, GradeOptions(jobs=2, limits=Limits(wall_seconds=300)))
 
-    result = results(out, "started")
+    result = result_of(out, "started")
     assert result["status"] == "graded" and str(result["isolation"]).startswith("bwrap")
     tests = result["tests"]
     assert isinstance(tests, list)
@@ -53,7 +48,7 @@ def test_only_the_stages_that_differ_from_their_stubs_run(tmp_path: Path) -> Non
             ), f"stage {stage.id} is still its stub: recorded failed, not run"
     assert result["score"] == 20.0, "the stub that ran earns what the recorded ones earn: 0"
 
-    untouched = results(out, "untouched")
+    untouched = result_of(out, "untouched")
     assert untouched["isolation"] == NOTHING_RAN, "no sandbox runs for nothing but stubs"
     assert untouched["status"] == "graded" and untouched["score"] == 0
     assert untouched["bonus"] == 0 and untouched["diagnoses"] == []

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from pytest_httpserver import HTTPServer
 from xdist.remote import Producer
 from xdist.scheduler import LoadScopeScheduling, Scheduling
+
+from coursekit import load_lab
+from tests.chapter08.labrun import render_base
+from tests.made_once import made_once
 
 GRADER_TESTS = "tests/grader/"
 # Folders whose modules each keep to one worker: their module fixtures are costly (a graded
@@ -106,3 +111,16 @@ def server() -> Iterator[HTTPServer]:
     http.clear()
     if http.is_running():
         http.stop()
+
+
+@pytest.fixture(scope="session")
+def practice_base(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Path:
+    """A new practice directory (the scaffold rendered, the lab's tests added), compiled
+    (coursekit.bytecode): rendered once per run for every test worker, never changed; tests
+    build their solved, staged and mutant directories as copies of it (labrun.build)."""
+    return made_once(
+        tmp_path_factory,
+        worker_id,
+        "practice-base",
+        lambda target: render_base(load_lab("08"), target, compiled=True),
+    )

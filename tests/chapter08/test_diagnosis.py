@@ -17,7 +17,7 @@ from coursekit.runner import TestOutcome, TestRun, run_lab_tests
 from grader._diagnosis import Diagnoser
 from grader.model import SubmissionResult, TestResult
 
-from .labrun import build, over_time_limit_prefix, render_base
+from .labrun import build, over_time_limit_prefix
 
 LAB = load_lab("08")
 ASSERTION = "AssertionError: the invariant broke"
@@ -125,15 +125,14 @@ def test_the_grader_diagnoses_only_a_stage_whose_tests_all_ran() -> None:
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_honest_partial_submissions_are_never_told_they_made_a_known_mistake(
-    tmp_path: Path,
+    practice_base: Path, tmp_path: Path
 ) -> None:
     signatures = current_signatures()
-    base = render_base(LAB, tmp_path / "base")
     partial_read = (
         Path(__file__).resolve().parents[2]
         / "grader/examples/submissions/partial/src/picourse/coding_tools/read.py"
     )
-    honest = build(LAB, base, tmp_path / "honest", ["8.2", "8.3", "8.4", "8.5", "8.6"])
+    honest = build(LAB, practice_base, tmp_path / "honest", ["8.2", "8.3", "8.4", "8.5", "8.6"])
     (honest / LAB.stage("8.1").modules[0]).write_bytes(partial_read.read_bytes())
     outcomes = run_lab_tests(honest, LAB.stage("8.1").marker).outcomes
     claims = []

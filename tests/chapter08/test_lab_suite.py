@@ -19,15 +19,10 @@ from coursekit.mistakes import load_signatures
 from coursekit.runner import TestOutcome, TestRun, run_lab_tests
 
 from .forked import ForkedPytest
-from .labrun import build, render_base
+from .labrun import build
 
 pytestmark = pytest.mark.slow  # each test runs whole stages: 30-100 s on an idle machine
 LAB = load_lab("08")
-
-
-@pytest.fixture(scope="module")
-def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return render_base(LAB, tmp_path_factory.mktemp("base") / "practice", compiled=True)
 
 
 def stage_of(outcomes: dict[str, TestOutcome], lab: Lab, stage_id: str) -> dict[str, TestOutcome]:
@@ -42,9 +37,9 @@ def outcomes_of(
 
 
 def test_the_solution_passes_every_lab_test(
-    base: Path, tmp_path: Path, forked_pytest: ForkedPytest
+    practice_base: Path, tmp_path: Path, forked_pytest: ForkedPytest
 ) -> None:
-    solved = build(LAB, base, tmp_path / "solved", [s.id for s in LAB.stages])
+    solved = build(LAB, practice_base, tmp_path / "solved", [s.id for s in LAB.stages])
     outcomes = outcomes_of(solved, forked_pytest)
     failed = {name: o.message[:300] for name, o in outcomes.items() if not o.passed}
     assert not failed, f"the reference solution fails lab tests: {failed}"
@@ -53,14 +48,14 @@ def test_the_solution_passes_every_lab_test(
     assert len(outcomes) >= 90
 
 
-def test_a_lab_run_loads_pytest_timeout_and_no_other_installed_plugin(base: Path) -> None:
+def test_a_lab_run_loads_pytest_timeout_and_no_other_installed_plugin(practice_base: Path) -> None:
     installed = {
         entry.value.split(":")[0].split(".")[0]
         for distribution in importlib.metadata.distributions()
         for entry in distribution.entry_points
         if entry.group == "pytest11"
     }
-    output = run_lab_tests(base, extra=("--trace-config", "--collect-only")).output
+    output = run_lab_tests(practice_base, extra=("--trace-config", "--collect-only")).output
     active = {
         name.split(".")[0] for name in re.findall(r"PLUGIN registered: <module '([\w.]+)'", output)
     }
@@ -72,9 +67,9 @@ def test_a_lab_run_loads_pytest_timeout_and_no_other_installed_plugin(base: Path
     )
 
 
-def run_beside_the_stubs(base: Path, tmp_path: Path, name: str, source: str) -> TestRun:
+def run_beside_the_stubs(practice_base: Path, tmp_path: Path, name: str, source: str) -> TestRun:
     """Run one extra test file (with the lab's conftest and helpers) in a stub directory."""
-    directory = build(LAB, base, tmp_path / "stubs", [])
+    directory = build(LAB, practice_base, tmp_path / "stubs", [])
     (directory / "tests" / name).write_text(source, encoding="utf-8")
     return run_lab_tests(directory, extra=(f"tests/{name}",))
 
@@ -102,13 +97,13 @@ def test_a_task_nobody_awaited_is_reported_in_one_line(capsys):
 
 
 def test_a_task_a_failed_test_left_behind_is_reported_without_a_traceback(
-    base: Path, tmp_path: Path
+    practice_base: Path, tmp_path: Path
 ) -> None:
     # A stub or a wrong implementation often fails a test before it awaits every task it
     # started. asyncio's default handler formats a traceback when the task is freed, which
     # can happen inside pytest's own ast.parse: on Python 3.11.7 and older that ended the
     # whole stub run of 8.1 with "SystemError: AST constructor recursion depth mismatch".
-    run = run_beside_the_stubs(base, tmp_path, "test_left_behind.py", LEFT_BEHIND)
+    run = run_beside_the_stubs(practice_base, tmp_path, "test_left_behind.py", LEFT_BEHIND)
     assert [o.passed for o in run.outcomes] == [True], run.output[-3000:]
 
 
@@ -145,13 +140,13 @@ def test_the_next_test_starts_with_that_memory_free():
 
 @pytest.mark.skipif(sys.platform != "linux", reason="only Linux enforces an address-space limit")
 def test_memory_a_failed_test_filled_is_free_when_the_next_test_starts(
-    base: Path, tmp_path: Path
+    practice_base: Path, tmp_path: Path
 ) -> None:
     # The grader limits the address space. A wrong read that allocates until MemoryError
     # left its memory held by pytest's sys.last_value (and the task's reference cycle) into
     # the next test, whose new thread then failed to start and Thread.start() waited for it
     # until pytest-timeout: every in-host test of the submission lost a timeout's time.
-    run = run_beside_the_stubs(base, tmp_path, "test_fills_memory.py", FILLS_MEMORY)
+    run = run_beside_the_stubs(practice_base, tmp_path, "test_fills_memory.py", FILLS_MEMORY)
     assert [o.passed for o in run.outcomes] == [False, True], run.output[-3000:]
     assert "MemoryError" in run.outcomes[0].message
 
@@ -168,10 +163,10 @@ OPTIONAL = [s.id for s in LAB.stages if s.optional]
 # later stage a stub, the most any student has left; with none (the solution's run) too.
 @pytest.mark.parametrize("stub_ids", [*([k] for k in CORE), OPTIONAL], ids=[*CORE, "optional"])
 def test_each_stage_fails_on_its_stub_alone(
-    base: Path, tmp_path: Path, stub_ids: list[str], forked_pytest: ForkedPytest
+    practice_base: Path, tmp_path: Path, stub_ids: list[str], forked_pytest: ForkedPytest
 ) -> None:
     earlier = [s.id for s in LAB.stages_before(stub_ids[0])]
-    directory = build(LAB, base, tmp_path / "staged", earlier)
+    directory = build(LAB, practice_base, tmp_path / "staged", earlier)
     # Only the stages this test judges: the one just before and the stubbed ones.
     done_before = earlier[-1:]
     markers = " or ".join(LAB.stage(s).marker for s in [*done_before, *stub_ids])
@@ -192,9 +187,9 @@ def test_each_stage_fails_on_its_stub_alone(
 
 @pytest.mark.parametrize("stage_id", OPTIONAL)
 def test_each_optional_stage_needs_only_the_core(
-    base: Path, tmp_path: Path, stage_id: str, forked_pytest: ForkedPytest
+    practice_base: Path, tmp_path: Path, stage_id: str, forked_pytest: ForkedPytest
 ) -> None:
-    directory = build(LAB, base, tmp_path / "extension", [*CORE, stage_id])
+    directory = build(LAB, practice_base, tmp_path / "extension", [*CORE, stage_id])
     marker = LAB.stage(stage_id).marker
     outcomes = stage_of(outcomes_of(directory, forked_pytest, marker), LAB, stage_id)
     failed = {name: o.message[:300] for name, o in outcomes.items() if not o.passed}
@@ -219,9 +214,9 @@ RECORDED = load_signatures(LAB) or {}
 
 @pytest.mark.parametrize("mutant", MUTANTS, ids=[f"{m.stage}-{m.name}" for m in MUTANTS])
 def test_each_catalogued_mutant_is_killed_by_its_stage(
-    base: Path, tmp_path: Path, mutant: Mutant, forked_pytest: ForkedPytest
+    practice_base: Path, tmp_path: Path, mutant: Mutant, forked_pytest: ForkedPytest
 ) -> None:
-    directory = build(LAB, base, tmp_path / "mutant", [s.id for s in LAB.stages], mutant)
+    directory = build(LAB, practice_base, tmp_path / "mutant", [s.id for s in LAB.stages], mutant)
     stage = LAB.stage(mutant.stage)
     # One failing test kills the mutant: -x stops there instead of running the rest. The
     # tests it failed when its signature was recorded go first (a few seconds instead of
@@ -262,9 +257,9 @@ _PLAIN_START = next(m for m in LAB.stage("8.5").mutants if m.name == "plain-star
 
 
 def test_a_cancellation_comes_after_the_start_even_on_a_stalled_machine(
-    base: Path, tmp_path: Path
+    practice_base: Path, tmp_path: Path
 ) -> None:
-    plain = build(LAB, base, tmp_path / "plain", [s.id for s in LAB.stages], _PLAIN_START)
+    plain = build(LAB, practice_base, tmp_path / "plain", [s.id for s in LAB.stages], _PLAIN_START)
     (plain / "stalled_pipes.py").write_text(_STALLED_PIPES)
     test = "tests/test_lab8_5_bash.py::test_a_cancelled_call_leaves_no_process_running"
     run = run_lab_tests(plain, extra=("-p", "stalled_pipes", test))

@@ -16,7 +16,7 @@ import pytest
 from coursekit import load_lab
 from coursekit.layout import COURSE_ROOT
 from coursekit.runner import run_lab_tests
-from tests.chapter08.labrun import build, render_base
+from tests.chapter08.labrun import build
 
 LAB = load_lab("08")
 # A hanging implementation takes each stuck test to its deadline (15 s) before failing.
@@ -36,10 +36,11 @@ def processes_under(directory: Path) -> list[str]:
     return found
 
 
-def test_a_red_run_of_a_hanging_implementation_leaves_no_process(tmp_path: Path) -> None:
+def test_a_red_run_of_a_hanging_implementation_leaves_no_process(
+    practice_base: Path, tmp_path: Path
+) -> None:
     hang = next(m for m in LAB.stage("8.5").mutants if m.name == "wait-for-the-pipes")
-    base = render_base(LAB, tmp_path / "base")
-    directory = build(LAB, base, tmp_path / "hanging", [s.id for s in LAB.stages], hang)
+    directory = build(LAB, practice_base, tmp_path / "hanging", [s.id for s in LAB.stages], hang)
     run = run_lab_tests(directory, "lab8_5", extra=(f"--basetemp={tmp_path / 'runs'}",))
     failed = [o for o in run.outcomes if not o.passed]
     assert failed, "the hanging implementation must be red"
@@ -73,14 +74,13 @@ def test_break_kill_only_the_shell_leaves_no_process(tmp_path: Path) -> None:
 
 
 def test_a_call_that_blocks_the_event_loop_fails_with_its_cause_before_pytest_timeout(
-    tmp_path: Path,
+    practice_base: Path, tmp_path: Path
 ) -> None:
     # The demo's partial read opens the file on the event loop itself (no thread, no
     # O_NONBLOCK): on a FIFO no deadline the loop runs can fire. The helper's watchdog must
     # still end the call, with the cause, before pytest-timeout's bare "Timeout".
     partial = COURSE_ROOT / "grader/examples/submissions/partial" / LAB.stage("8.1").modules[0]
-    base = render_base(LAB, tmp_path / "base")
-    directory = build(LAB, base, tmp_path / "blocking", [])
+    directory = build(LAB, practice_base, tmp_path / "blocking", [])
     (directory / LAB.stage("8.1").modules[0]).write_bytes(partial.read_bytes())
     run = run_lab_tests(directory, "lab8_1", extra=("-k", "fifo_is_refused_without_waiting"))
     (outcome,) = run.outcomes

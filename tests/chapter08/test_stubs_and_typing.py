@@ -13,7 +13,7 @@ import pytest
 from coursekit import load_lab
 from coursekit.layout import SCAFFOLD, solution_root
 
-from .labrun import build, render_base
+from .labrun import build
 
 LAB = load_lab("08")
 STUB_ROOT = SCAFFOLD / "template"
@@ -108,9 +108,10 @@ def test_a_stub_keeps_the_solutions_public_surface(stage_id: str, module: str) -
 # An uncached mypy run is CPU-bound: on a busy 2-core machine it can take longer than the
 # 120 s that guard the other tests against hangs.
 @pytest.mark.timeout(600)
-def test_the_solved_package_and_the_lab_tests_are_strictly_typed(tmp_path: Path) -> None:
-    base = render_base(LAB, tmp_path / "base")
-    solved = build(LAB, base, tmp_path / "solved", [s.id for s in LAB.stages])
+def test_the_solved_package_and_the_lab_tests_are_strictly_typed(
+    practice_base: Path, tmp_path: Path
+) -> None:
+    solved = build(LAB, practice_base, tmp_path / "solved", [s.id for s in LAB.stages])
     # One run for both: most of a run is reading the standard library's and pytest's types.
     result = subprocess.run(
         [sys.executable, "-m", "mypy", "--no-incremental", "--strict", "src/picourse", "tests"],

@@ -21,7 +21,7 @@ from werkzeug import Response
 
 from coursekit import load_lab
 from coursekit.layout import COURSE_ROOT
-from tests.chapter08.labrun import build, render_base
+from tests.chapter08.labrun import build
 from tests.chat_stream import chunk, sse, tool_call_stream
 
 LAB = load_lab("08")
@@ -35,14 +35,9 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A rendered practice directory, never changed: tests build copies of it."""
-    return render_base(LAB, tmp_path_factory.mktemp("agent-base") / "practice")
-
-
-@pytest.fixture(scope="module")
-def solved(base: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build(LAB, base, tmp_path_factory.mktemp("agent") / "solved", [s.id for s in LAB.stages])
+def solved(practice_base: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    solved = tmp_path_factory.mktemp("agent") / "solved"
+    return build(LAB, practice_base, solved, [s.id for s in LAB.stages])
 
 
 def tool_turn(call_id: str, name: str, arguments: dict[str, Any]) -> Response:
@@ -224,9 +219,9 @@ def test_ctrl_c_aborts_the_turn_and_its_bash_call_but_not_the_session(
 
 
 def test_practice_agent_leaves_out_the_stages_still_on_their_stub(
-    base: Path, tmp_path: Path
+    practice_base: Path, tmp_path: Path
 ) -> None:
-    partial = build(LAB, base, tmp_path / "partial", ["8.1", "8.2"])
+    partial = build(LAB, practice_base, tmp_path / "partial", ["8.1", "8.2"])
     result = subprocess.run(
         [sys.executable, *PRACTICE_AGENT],
         cwd=partial, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300,
@@ -239,16 +234,17 @@ def test_practice_agent_leaves_out_the_stages_still_on_their_stub(
     assert (partial / "playground").is_dir(), "the default workspace is playground/"
     none = subprocess.run(
         [sys.executable, str(COURSE_ROOT / "practice.py"), "agent", "--model", "m"],
-        cwd=build(LAB, base, tmp_path / "unsolved", []),
+        cwd=build(LAB, practice_base, tmp_path / "unsolved", []),
         stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert none.returncode == 2 and "solve Lab 8.1 first" in none.stderr
 
 
 def test_without_lab_8_8_every_change_asks_a_plain_y_n(
-    server: HTTPServer, base: Path, tmp_path: Path
+    server: HTTPServer, practice_base: Path, tmp_path: Path
 ) -> None:
-    core = build(LAB, base, tmp_path / "core", [s.id for s in LAB.stages if not s.optional])
+    core_stages = [s.id for s in LAB.stages if not s.optional]
+    core = build(LAB, practice_base, tmp_path / "core", core_stages)
     workspace = tmp_path / "ws"
     server.expect_ordered_request(PATH).respond_with_response(
         tool_turn("c1", "write", {"path": "a.txt", "content": "declined\n"})
@@ -276,9 +272,9 @@ def test_without_lab_8_8_every_change_asks_a_plain_y_n(
 
 
 def test_ctrl_c_at_the_first_prompt_of_practice_agent_ends_the_session(
-    base: Path, tmp_path: Path
+    practice_base: Path, tmp_path: Path
 ) -> None:
-    partial = build(LAB, base, tmp_path / "partial", ["8.1", "8.2"])
+    partial = build(LAB, practice_base, tmp_path / "partial", ["8.1", "8.2"])
     process = subprocess.Popen(
         [sys.executable, "-u", *PRACTICE_AGENT],
         cwd=partial, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -347,10 +343,10 @@ def test_a_workspace_that_is_a_file_is_a_clear_error(solved: Path, tmp_path: Pat
 
 @pytest.mark.parametrize("gate", ["8.8", "plain"])
 def test_ctrl_c_at_a_confirmation_ends_it_and_the_next_line_reaches_the_prompt(
-    server: HTTPServer, base: Path, tmp_path: Path, gate: str
+    server: HTTPServer, practice_base: Path, tmp_path: Path, gate: str
 ) -> None:
     stages = [s.id for s in LAB.stages if gate == "8.8" or not s.optional]
-    practice = build(LAB, base, tmp_path / "practice", stages)
+    practice = build(LAB, practice_base, tmp_path / "practice", stages)
     workspace = tmp_path / "ws"
     server.expect_ordered_request(PATH).respond_with_response(
         tool_turn("c1", "write", {"path": "a.txt", "content": "never\n"})
@@ -373,8 +369,8 @@ def test_ctrl_c_at_a_confirmation_ends_it_and_the_next_line_reaches_the_prompt(
     assert "did not stop within" not in output, "the question ends at once, not after a grace"
 
 
-def test_practice_agent_offers_the_solved_extensions(base: Path, tmp_path: Path) -> None:
-    everything = build(LAB, base, tmp_path / "all", [s.id for s in LAB.stages])
+def test_practice_agent_offers_the_solved_extensions(practice_base: Path, tmp_path: Path) -> None:
+    everything = build(LAB, practice_base, tmp_path / "all", [s.id for s in LAB.stages])
     result = subprocess.run(
         [sys.executable, *PRACTICE_AGENT],
         cwd=everything, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300,

@@ -12,7 +12,7 @@ import pytest
 
 from coursekit.assemble import apply_mutant
 from coursekit.layout import COURSE_ROOT, SCAFFOLD
-from tests.chapter08.labrun import build, render_base
+from tests.chapter08.labrun import build
 from tests.cli.commands import LAB, Watch, copy_of, next_command, practice, solve
 
 ALL_STAGES = [stage.id for stage in LAB.stages]
@@ -92,14 +92,16 @@ def test_a_failure_halfway_leaves_nothing_behind(
 
 
 @pytest.mark.timeout(600)  # a new directory, then a run of the whole core suite
-def test_solution_flag_gives_the_directory_the_lab_suite_proves_passes(tmp_path: Path) -> None:
+def test_solution_flag_gives_the_directory_the_lab_suite_proves_passes(
+    practice_base: Path, tmp_path: Path
+) -> None:
     target = tmp_path / "solved"
     assert practice("08", target, "--solution").returncode == 0
     # tests/chapter08/test_lab_suite.py runs every lab test on the solved directory it
     # builds, and passes: these are its files, so this directory passes the same run (a
     # second run of the whole suite here cost about 10 CPU-seconds). Only the guide and
     # copier's record of where the template came from may differ; pytest reads neither.
-    proven = build(LAB, render_base(LAB, tmp_path / "base"), tmp_path / "proven", ALL_STAGES)
+    proven = build(LAB, practice_base, tmp_path / "proven", ALL_STAGES)
     made, built = files_of(target), files_of(proven)
     assert made.keys() == built.keys(), sorted(made.keys() ^ built.keys())
     assert [name for name in made if made[name] != built[name]] == []

@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from coursekit import assemble_practice_dir, load_lab
+from coursekit import load_lab
+from tests.chapter08.labrun import build
 
 
 @pytest.fixture(scope="module")
-def solved_src(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def solved_src(practice_base: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The ``src`` of a practice directory with every stage solved (the reference)."""
     lab = load_lab("08")
     directory = tmp_path_factory.mktemp("solved") / "practice"
-    assemble_practice_dir(lab, directory, solved_stages=[s.id for s in lab.stages])
-    return directory / "src"
+    return build(lab, practice_base, directory, [s.id for s in lab.stages]) / "src"

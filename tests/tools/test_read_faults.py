@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from coursekit import assemble_practice_dir, load_lab
+from coursekit import load_lab
 from coursekit.runner import TestOutcome, run_lab_tests
+from tests.chapter08.labrun import build
 
 pytestmark = pytest.mark.slow
 CASES = Path(__file__).with_name("read_fault_cases.py")
@@ -24,10 +25,12 @@ NAMES = [
 
 
 @pytest.fixture(scope="module")
-def outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[TestOutcome]]:
+def outcomes(
+    practice_base: Path, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, list[TestOutcome]]:
     lab = load_lab("08")
-    solved = assemble_practice_dir(
-        lab, tmp_path_factory.mktemp("faults") / "solved", solved_stages=[s.id for s in lab.stages]
+    solved = build(
+        lab, practice_base, tmp_path_factory.mktemp("faults") / "solved", [s.id for s in lab.stages]
     )
     shutil.copyfile(CASES, solved / "tests" / CASES.name)
     # The thread method ends a hung run (a thread stuck in a blocking open cannot be

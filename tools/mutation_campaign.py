@@ -179,9 +179,20 @@ def pytest_unconfigure(config):
 """
 
 
+def mutmut_command() -> str:
+    """mutmut beside this interpreter, else on PATH; it is an extra of its own."""
+    beside = Path(sys.executable).with_name("mutmut")
+    found = str(beside) if beside.exists() else shutil.which("mutmut")
+    if found is None:
+        raise SystemExit(
+            "mutmut is not installed: .venv/bin/pip install -e '.[mutation]' (it is not part "
+            "of the dev tools, which the test suite needs)"
+        )
+    return found
+
+
 def mutmut(directory: Path, *arguments: str, log: Path | None = None) -> str:
-    executable = Path(sys.executable).with_name("mutmut")
-    command = [str(executable) if executable.exists() else "mutmut", *arguments]
+    command = [mutmut_command(), *arguments]
     if log is None:
         done = subprocess.run(command, cwd=directory, capture_output=True, text=True, check=False)
         if done.returncode != 0:
@@ -305,6 +316,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.error("--report needs the --workdir of an earlier run")
         mutants = collect(args.workdir, modules, args.function)
         return report(stages, mutants, load_equivalents(), args.function)
+    mutmut_command()  # before any work: say how to install it
     os.nice(args.nice)
     os.environ[RUN_MARKER] = token = uuid.uuid4().hex
     if args.workdir is not None and args.workdir.exists():

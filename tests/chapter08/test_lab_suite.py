@@ -48,14 +48,17 @@ def test_the_solution_passes_every_lab_test(
     assert len(outcomes) >= 90
 
 
-def test_a_lab_run_loads_pytest_timeout_and_no_other_installed_plugin(practice_base: Path) -> None:
+def test_a_lab_run_loads_pytest_timeout_and_no_other_installed_plugin(
+    practice_base: Path, tmp_path: Path
+) -> None:
     installed = {
         entry.value.split(":")[0].split(".")[0]
         for distribution in importlib.metadata.distributions()
         for entry in distribution.entry_points
         if entry.group == "pytest11"
     }
-    output = run_lab_tests(practice_base, extra=("--trace-config", "--collect-only")).output
+    directory = build(LAB, practice_base, tmp_path / "stubs", [])  # the base stays untouched
+    output = run_lab_tests(directory, extra=("--trace-config", "--collect-only")).output
     active = {
         name.split(".")[0] for name in re.findall(r"PLUGIN registered: <module '([\w.]+)'", output)
     }

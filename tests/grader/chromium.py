@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import shutil
+import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 
@@ -24,3 +26,30 @@ def headless_flags(profile: Path) -> list[str]:
         "--disable-sync",
         f"--user-data-dir={profile}",
     ]
+
+
+@dataclass(frozen=True)
+class Rendered:
+    dom: str  # the page's DOM once loaded, its scripts run
+    log: str  # the browser's own output, the page's console included
+
+
+def render(page: Path, shot: Path, window: str, profile: Path) -> Rendered:
+    """Load ``page`` once (one browser start, seconds of CPU): a screenshot at ``shot`` and
+    the DOM."""
+    run = subprocess.run(
+        [
+            chromium(),
+            *headless_flags(profile),
+            "--enable-logging=stderr",
+            f"--screenshot={shot}",
+            f"--window-size={window}",
+            "--dump-dom",
+            page.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    return Rendered(run.stdout, run.stderr)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -12,7 +11,7 @@ import pytest
 from coursekit.layout import COURSE_ROOT
 from grader import GradeOptions, grade_submissions
 from grader._sandbox import Limits
-from tests.grader.chromium import chromium, headless_flags
+from tests.grader.chromium import render
 from tests.grader.graded_class import gradebook, result_of
 
 SAMPLES = COURSE_ROOT / "grader" / "examples" / "submissions"
@@ -103,23 +102,8 @@ def test_every_format_is_written_per_submission(samples_graded: Path) -> None:
 
 
 def test_the_html_report_renders_in_headless_chromium(samples_graded: Path, tmp_path: Path) -> None:
-    browser = chromium()
-    flags = headless_flags(tmp_path / "profile")
-    page = (samples_graded / "report.html").as_uri()
     shot = tmp_path / "report.png"
-    subprocess.run(
-        [browser, *flags, f"--screenshot={shot}", "--window-size=1280,1600", page],
-        capture_output=True,
-        timeout=120,
-        check=False,
-    )
+    dom = render(samples_graded / "report.html", shot, "1280,1600", tmp_path / "profile").dom
     assert shot.stat().st_size > 20_000, "the screenshot shows a rendered page"
-    dom = subprocess.run(
-        [browser, *flags, "--dump-dom", page],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    ).stdout
     assert "full-solution" in dom and "Class overview" in dom and "cheat-patch-pytest" in dom
     assert dom.count("<svg") == 5, "the class insight shows its five views for the demo class"

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 from pathlib import Path
 
 from coursekit import load_lab
 from grader.report import exercism, gradescope, html, insight
-from tests.grader.chromium import chromium, headless_flags
+from tests.grader.chromium import render
 
 from .class_sample import synthetic_class
 
@@ -61,26 +60,12 @@ def test_the_diagnosis_reaches_every_format_the_student_or_instructor_reads() ->
 
 
 def test_the_report_renders_in_headless_chromium_with_its_charts(tmp_path: Path) -> None:
-    browser = chromium()
     page = tmp_path / "report.html"
     page.write_text(html.render(LAB, synthetic_class(200)), encoding="utf-8")
-    flags = [*headless_flags(tmp_path / "profile"), "--enable-logging=stderr"]
     shot = tmp_path / "report.png"
-    run = subprocess.run(
-        [browser, *flags, f"--screenshot={shot}", "--window-size=1200,1400", page.as_uri()],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    rendered = render(page, shot, "1200,1400", tmp_path / "profile")
     assert shot.stat().st_size > 20_000, "the screenshot shows a rendered page"
-    console = [line for line in run.stderr.splitlines() if "CONSOLE" in line]
+    console = [line for line in rendered.log.splitlines() if "CONSOLE" in line]
     assert not console, f"the page logs to the console: {console}"
-    dom = subprocess.run(
-        [browser, *flags, "--dump-dom", page.as_uri()],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    ).stdout
+    dom = rendered.dom
     assert dom.count("<svg") == 5 and "student-199" in dom

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from coursekit import load_lab
-from coursekit.layout import solution_root
+from coursekit.layout import SCAFFOLD, solution_root
 
 LAB = load_lab("08")
 
@@ -25,6 +25,14 @@ def solved_modules(destination: Path, stages: list[str] | None = None) -> Path:
                 shutil.copyfile(solution_root(LAB.root.name) / module, target)
     (destination / "src/picourse/coding_tools").mkdir(parents=True, exist_ok=True)
     return destination
+
+
+def start_on_its_stub(destination: Path, module: str) -> None:
+    """``module`` as the scaffold gives it, one comment apart: no longer the stub, so the
+    grader runs its stage, on the stub's code."""
+    target = destination / module
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text((SCAFFOLD / "template" / module).read_text() + "# started\n")
 
 
 def gradebook(out: Path) -> dict[str, dict[str, str]]:

@@ -16,9 +16,10 @@ import textwrap
 import pytest
 
 from coursekit import load_lab
-from coursekit.layout import COURSE_ROOT, SCAFFOLD
+from coursekit.layout import COURSE_ROOT
 from grader import GradeOptions, grade_submissions
 from grader._sandbox import Limits
+from tests.grader.graded_class import start_on_its_stub
 
 LAB = load_lab("08")
 READ = "src/picourse/coding_tools/read.py"
@@ -310,10 +311,7 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, str]
     # Its containment started (the stub and a comment), so that stage 8.2 runs: a stage
     # still on its stub is recorded failed without running, and with no judged pass the
     # diversion could earn nothing however well it worked (see the test of it below).
-    containment = LAB.stage("8.2").modules[0]
-    (divert.parents[3] / containment).write_text(
-        (SCAFFOLD / "template" / containment).read_text() + "# started\n"
-    )
+    start_on_its_stub(divert.parents[3], LAB.stage("8.2").modules[0])
     utf7 = submissions / "utf7-cookie" / READ
     utf7.parent.mkdir(parents=True)
     utf7.write_bytes(_utf7_module())

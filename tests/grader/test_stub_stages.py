@@ -11,7 +11,7 @@ from grader import GradeOptions, grade_submissions
 from grader._sandbox import Limits
 from grader._session import NOTHING_RAN
 from grader._stubbed import STUB_FAILURE, stages_on_their_stubs
-from tests.grader.graded_class import LAB, result_of, solved_modules
+from tests.grader.graded_class import LAB, result_of, solved_modules, start_on_its_stub
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
@@ -20,9 +20,7 @@ def test_only_the_stages_that_differ_from_their_stubs_run(tmp_path: Path) -> Non
     submissions = tmp_path / "subs"
     started = solved_modules(submissions / "started", ["8.1"])
     # Stage 8.2 started and left as it was given, one comment apart: it runs, on its stub.
-    containment = LAB.stage("8.2").modules[0]
-    stub = (SCAFFOLD / "template" / containment).read_text()
-    (started / containment).write_text(stub + "# started\n")
+    start_on_its_stub(started, LAB.stage("8.2").modules[0])
     (submissions / "untouched" / "src/picourse/coding_tools").mkdir(parents=True)
     out = tmp_path / "out"
     grade_submissions(submissions, out, GradeOptions(jobs=2, limits=Limits(wall_seconds=300)))

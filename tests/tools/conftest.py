@@ -11,8 +11,14 @@ from tests.chapter08.labrun import build
 
 
 @pytest.fixture(scope="module")
-def solved_src(practice_base: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The ``src`` of a practice directory with every stage solved (the reference)."""
+def solved(practice_base: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A practice directory with every stage solved (the reference), the module's own."""
     lab = load_lab("08")
     directory = tmp_path_factory.mktemp("solved") / "practice"
-    return build(lab, practice_base, directory, [s.id for s in lab.stages]) / "src"
+    return build(lab, practice_base, directory, [s.id for s in lab.stages])
+
+
+@pytest.fixture(scope="module")
+def solved_src(solved: Path) -> Path:
+    """The ``src`` of the module's solved practice directory."""
+    return solved / "src"

@@ -11,9 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from coursekit import load_lab
 from coursekit.runner import TestOutcome, run_lab_tests
-from tests.chapter08.labrun import build
 
 pytestmark = pytest.mark.slow
 CASES = Path(__file__).with_name("read_fault_cases.py")
@@ -25,13 +23,7 @@ NAMES = [
 
 
 @pytest.fixture(scope="module")
-def outcomes(
-    practice_base: Path, tmp_path_factory: pytest.TempPathFactory
-) -> dict[str, list[TestOutcome]]:
-    lab = load_lab("08")
-    solved = build(
-        lab, practice_base, tmp_path_factory.mktemp("faults") / "solved", [s.id for s in lab.stages]
-    )
+def outcomes(solved: Path) -> dict[str, list[TestOutcome]]:
     shutil.copyfile(CASES, solved / "tests" / CASES.name)
     # The thread method ends a hung run (a thread stuck in a blocking open cannot be
     # interrupted) instead of waiting on it; every case has a deadline well below it.

@@ -9,6 +9,7 @@ from coursekit import Lab
 from coursekit.assemble import add_lab_tests, apply_mutant, overlay_solution, render_scaffold
 from coursekit.bytecode import compile_in_place
 from coursekit.lab import Mutant
+from coursekit.runner import TestRun, run_lab_tests
 
 
 def build(
@@ -21,6 +22,13 @@ def build(
     if mutant is not None:
         apply_mutant(destination, mutant)
     return destination
+
+
+def run_beside_the_stubs(lab: Lab, base: Path, tmp_path: Path, name: str, source: str) -> TestRun:
+    """Run one extra test file (with the lab's conftest and helpers) in a stub directory."""
+    directory = build(lab, base, tmp_path / "stubs", [])
+    (directory / "tests" / name).write_text(source, encoding="utf-8")
+    return run_lab_tests(directory, extra=(f"tests/{name}",))
 
 
 def render_base(lab: Lab, destination: Path, *, compiled: bool = False) -> Path:

@@ -16,10 +16,10 @@ import pytest
 from coursekit import Lab, load_lab
 from coursekit.lab import Mutant
 from coursekit.mistakes import load_signatures
-from coursekit.runner import TestOutcome, TestRun, run_lab_tests
+from coursekit.runner import TestOutcome, run_lab_tests
 
 from .forked import ForkedPytest
-from .labrun import build
+from .labrun import build, run_beside_the_stubs
 
 pytestmark = pytest.mark.slow  # each test runs whole stages: 30-100 s on an idle machine
 LAB = load_lab("08")
@@ -70,13 +70,6 @@ def test_a_lab_run_loads_pytest_timeout_and_no_other_installed_plugin(
     )
 
 
-def run_beside_the_stubs(practice_base: Path, tmp_path: Path, name: str, source: str) -> TestRun:
-    """Run one extra test file (with the lab's conftest and helpers) in a stub directory."""
-    directory = build(LAB, practice_base, tmp_path / "stubs", [])
-    (directory / "tests" / name).write_text(source, encoding="utf-8")
-    return run_lab_tests(directory, extra=(f"tests/{name}",))
-
-
 LEFT_BEHIND = """
 import asyncio
 import gc
@@ -106,7 +99,7 @@ def test_a_task_a_failed_test_left_behind_is_reported_without_a_traceback(
     # started. asyncio's default handler formats a traceback when the task is freed, which
     # can happen inside pytest's own ast.parse: on Python 3.11.7 and older that ended the
     # whole stub run of 8.1 with "SystemError: AST constructor recursion depth mismatch".
-    run = run_beside_the_stubs(practice_base, tmp_path, "test_left_behind.py", LEFT_BEHIND)
+    run = run_beside_the_stubs(LAB, practice_base, tmp_path, "test_left_behind.py", LEFT_BEHIND)
     assert [o.passed for o in run.outcomes] == [True], run.output[-3000:]
 
 
@@ -149,7 +142,7 @@ def test_memory_a_failed_test_filled_is_free_when_the_next_test_starts(
     # left its memory held by pytest's sys.last_value (and the task's reference cycle) into
     # the next test, whose new thread then failed to start and Thread.start() waited for it
     # until pytest-timeout: every in-host test of the submission lost a timeout's time.
-    run = run_beside_the_stubs(practice_base, tmp_path, "test_fills_memory.py", FILLS_MEMORY)
+    run = run_beside_the_stubs(LAB, practice_base, tmp_path, "test_fills_memory.py", FILLS_MEMORY)
     assert [o.passed for o in run.outcomes] == [False, True], run.output[-3000:]
     assert "MemoryError" in run.outcomes[0].message
 

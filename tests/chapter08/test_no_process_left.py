@@ -16,7 +16,7 @@ import pytest
 from coursekit import load_lab
 from coursekit.layout import COURSE_ROOT
 from coursekit.runner import run_lab_tests
-from tests.chapter08.labrun import build
+from tests.chapter08.labrun import build, run_beside_the_stubs
 
 LAB = load_lab("08")
 # A hanging implementation takes each stuck test to its deadline (15 s) before failing.
@@ -73,16 +73,49 @@ def test_break_kill_only_the_shell_leaves_no_process(tmp_path: Path) -> None:
     assert processes_under(tmp_path) == []
 
 
-def test_a_call_that_blocks_the_event_loop_fails_with_its_cause_before_pytest_timeout(
+def test_a_read_that_blocks_the_event_loop_on_a_fifo_is_released_and_told_why(
     practice_base: Path, tmp_path: Path
 ) -> None:
     # The demo's partial read opens the file on the event loop itself (no thread, no
-    # O_NONBLOCK): on a FIFO no deadline the loop runs can fire. The helper's watchdog must
-    # still end the call, with the cause, before pytest-timeout's bare "Timeout".
+    # O_NONBLOCK): on a FIFO no deadline the loop runs can fire. The lab helper releases the
+    # FIFO from a thread of its own, so each such test fails at once with its cause (not
+    # after the watchdog's deadline, and never with pytest-timeout's bare "Timeout").
     partial = COURSE_ROOT / "grader/examples/submissions/partial" / LAB.stage("8.1").modules[0]
     directory = build(LAB, practice_base, tmp_path / "blocking", [])
     (directory / LAB.stage("8.1").modules[0]).write_bytes(partial.read_bytes())
-    run = run_lab_tests(directory, "lab8_1", extra=("-k", "fifo_is_refused_without_waiting"))
+    run = run_lab_tests(directory, "lab8_1", extra=("-k", "fifo"))
+    assert len(run.outcomes) >= 3 and not any(o.passed for o in run.outcomes), run.output[-3000:]
+    for outcome in run.outcomes:
+        assert "waited" in outcome.message and "FIFO" in outcome.message, outcome.message[:500]
+        assert "blocked the event loop" not in outcome.message, outcome.message[:500]
+        assert "Timeout" not in outcome.message, outcome.message[:500]
+    assert processes_under(tmp_path) == []
+
+
+BLOCKS_THE_LOOP = """
+import os
+
+from lab_helpers import run
+
+
+def test_a_fifo_opened_on_the_loop_with_nothing_to_release_it(tmp_path):
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+
+    async def blocking():
+        with open(fifo, "rb") as file:  # no writer ever comes
+            return file.read()
+
+    run(blocking())
+"""
+
+
+def test_a_call_that_blocks_the_event_loop_fails_with_its_cause_before_pytest_timeout(
+    practice_base: Path, tmp_path: Path
+) -> None:
+    # Where no test knows what to release, the helper's watchdog still ends the call, with
+    # the cause, before pytest-timeout's bare "Timeout".
+    run = run_beside_the_stubs(LAB, practice_base, tmp_path, "test_blocks.py", BLOCKS_THE_LOOP)
     (outcome,) = run.outcomes
     assert not outcome.passed
     assert "blocked the event loop itself" in outcome.message, outcome.message[:500]

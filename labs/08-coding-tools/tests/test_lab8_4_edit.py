@@ -94,8 +94,11 @@ def test_an_edit_that_restates_its_text_applies_with_the_rest(
     edits = [{"old_text": same, "new_text": same}]
     if not alone:
         edits.append({"old_text": "'world'", "new_text": "'class'"})
-    inode = app.stat().st_ino
-    out = edit(workspace, edits=edits)
+    # Held open, the old file keeps its inode number: a new file can never be given it.
+    with open(app, "rb") as old:
+        inode = os.fstat(old.fileno()).st_ino
+        out = edit(workspace, edits=edits)
+        replaced = app.stat().st_ino != inode
     expected = SOURCE if alone else SOURCE.replace("'world'", "'class'")
     summary = "Applied 1 edit to app.py." if alone else "Applied 2 edits to app.py."
     assert not out.is_error and app.read_text() == expected and text_of(out) == summary, (
@@ -108,7 +111,7 @@ def test_an_edit_that_restates_its_text_applies_with_the_rest(
         f"EditDetails.edits counts every edit of the batch that applied, {len(edits)} here, "
         f"also one whose new_text equals its old_text. Got: {out.details}"
     )
-    assert app.stat().st_ino != inode, (
+    assert replaced, (
         "a batch that applies is written once through write_atomic (a new file renamed over "
         "the old one), also when it leaves the bytes as they were: the plain edit never "
         "skips the write (writing nothing for identical content is Lab 8.8's gate)"
@@ -723,6 +726,12 @@ def test_an_edit_that_says_aborted_has_written_nothing_whenever_the_abort_comes(
         unchanged(path, before, inode)
 
 
+EDIT_FIFO_WAIT = (
+    "edit blocked on a FIFO with no writer: open with O_NONBLOCK and refuse anything but a "
+    "regular file (os.fstat, stat.S_ISREG); files.open_existing does both"
+)
+
+
 @pytest.mark.parametrize("link", [None, "app.py"], ids=["fifo", "symlink-to-fifo"])
 def test_a_fifo_is_refused_without_blocking(workspace: Path, link: str | None) -> None:
     fifo, name = fifo_target(workspace, link)
@@ -733,11 +742,7 @@ def test_a_fifo_is_refused_without_blocking(workspace: Path, link: str | None) -
             call(tools, "edit", {"path": name, "old_text": "a", "new_text": "b"})
         )
         return await end_or_release(
-            editing,
-            lambda: play_fifo_writer(fifo),
-            within=5,
-            failure="edit blocked on a FIFO with no writer: open with O_NONBLOCK and refuse "
-            "anything but a regular file (os.fstat, stat.S_ISREG); files.open_existing does both",
+            editing, lambda: play_fifo_writer(fifo), within=5, failure=EDIT_FIFO_WAIT
         )
 
     out = run(scenario(), timeout=15)
@@ -1041,14 +1046,20 @@ def test_every_result_names_the_file(workspace: Path, case: str) -> None:
     controller = AbortController()
     if abort_first:
         controller.abort("user pressed stop")
-    out = run(
-        call(
-            create_coding_tools(workspace),
-            "edit",
-            {"path": path, **arguments},
-            signal=controller.signal,
+
+    async def edit() -> ToolOutput:
+        tools = create_coding_tools(workspace)
+        editing = asyncio.ensure_future(
+            call(tools, "edit", {"path": path, **arguments}, signal=controller.signal)
         )
-    )
+        if case != "fifo":
+            return await editing
+        fifo = workspace / path  # an edit that waits for a writer is released, and fails as such
+        return await end_or_release(
+            editing, lambda: play_fifo_writer(fifo), within=5, failure=EDIT_FIFO_WAIT
+        )
+
+    out = run(edit())
     message = text_of(out)
     assert path in message or repr(path) in message, (
         f"invariant: every result of edit names the file as the model gave it ({path!r}), "

@@ -371,6 +371,10 @@ async def finished_within(awaitable: Awaitable[T], seconds: float, failure: str)
         raise AssertionError(OVER_TIME_LIMIT + failure) from None
 
 
+# How end_or_release releases a call: this many times, this many seconds apart, at most.
+_RELEASES, _RELEASE_PAUSE_SECONDS = 1000, 0.01
+
+
 async def end_or_release(
     task: asyncio.Future[T], release: Callable[[], object], *, within: float, failure: str
 ) -> T:
@@ -387,9 +391,9 @@ async def end_or_release(
             if ended.wait(within):
                 return
             released.set()
-            for _ in range(1000):
+            for _ in range(_RELEASES):
                 release()
-                if ended.wait(0.01):
+                if ended.wait(_RELEASE_PAUSE_SECONDS):
                     return
         except BaseException:  # noqa: BLE001 - nothing of the helper's may escape its thread
             released.set()
@@ -404,7 +408,7 @@ async def end_or_release(
         done, _ = await asyncio.wait({task}, timeout=within)
         if done and not released.is_set():
             return task.result()
-        await asyncio.wait({task}, timeout=1000 * 0.01 + 1)
+        await asyncio.wait({task}, timeout=_RELEASES * _RELEASE_PAUSE_SECONDS + 1)
     finally:
         ended.set()
         stopped.wait(5)  # no release after the call has ended: the test's clean-up follows
@@ -417,9 +421,9 @@ async def _release_from_the_loop(
     done, _ = await asyncio.wait({task}, timeout=within)
     if done:
         return task.result()
-    for _ in range(1000):
+    for _ in range(_RELEASES):
         release()
-        done, _ = await asyncio.wait({task}, timeout=0.01)
+        done, _ = await asyncio.wait({task}, timeout=_RELEASE_PAUSE_SECONDS)
         if done:
             break
     raise AssertionError(OVER_TIME_LIMIT + failure)

@@ -26,12 +26,21 @@ from pathlib import Path
 import psutil
 
 SERVER = r"""
-import json, os, sys
+import gc, importlib, json, os, sys
 
 import pytest
-# The libraries the lab runs import, never a module of a practice directory.
+# The libraries the lab runs import, never a module of a practice directory: pytest's own
+# plugins and what they import, the libraries the lab's code and tests use.
+import _pytest.config, _pytest.junitxml
+for plugin in _pytest.config.default_plugins:
+    importlib.import_module(f"_pytest.{plugin}")
 import asyncio, ctypes, difflib, mmap, pathspec, psutil, pytest_timeout, tracemalloc  # noqa
-import rich.console, rich.syntax, xml.etree.ElementTree  # noqa
+import concurrent.futures.thread, getpass, hmac, pdb, queue, secrets, tomllib, unittest  # noqa
+import rich._emoji_codes, rich.console, rich.syntax, xml.etree.ElementTree  # noqa
+_pytest.junitxml.bin_xml_escape("")  # compiles its pattern once, not in every run
+# Out of the collector's sight: a child's collections (pytest runs one at its end) would
+# otherwise walk, and so copy, every page of the server's heap.
+gc.freeze()
 
 
 def serve():

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import functools
+import importlib.util
+import py_compile
 import shutil
+import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
 from coursekit import Lab
 from coursekit.assemble import add_lab_tests, apply_mutant, overlay_solution, render_scaffold
-from coursekit.bytecode import compile_in_place
+from coursekit.bytecode import CompiledCode, compile_in_place
 from coursekit.lab import Mutant
+from coursekit.layout import solution_root
 from coursekit.runner import TestRun, run_lab_tests
 
 
@@ -18,10 +24,35 @@ def build(
     """Copy a rendered base directory (its compiled code too) and overlay solutions (and a
     mutant) on it."""
     shutil.copytree(base, destination)
-    overlay_solution(lab, destination, solved)
+    solve(lab, destination, solved)
     if mutant is not None:
         apply_mutant(destination, mutant)
     return destination
+
+
+def solve(lab: Lab, directory: Path, stage_ids: Iterable[str]) -> None:
+    """The solution's modules of these stages in place of the directory's, with their
+    compiled code (hash-checked: a module changed later is compiled afresh, never stale)."""
+    stage_ids = tuple(stage_ids)
+    overlay_solution(lab, directory, stage_ids)
+    _solution_code(lab, stage_ids).install(directory)
+
+
+@functools.cache
+def _solution_code(lab: Lab, stage_ids: tuple[str, ...]) -> CompiledCode:
+    """The solution's modules of these stages compiled hash-checked, once per process."""
+    files = {}
+    with tempfile.TemporaryDirectory(prefix="solution-code-") as scratch:
+        for module in (m for stage_id in stage_ids for m in lab.stage(stage_id).modules):
+            compiled = Path(scratch) / "module.pyc"
+            py_compile.compile(
+                str(solution_root(lab.root.name) / module),
+                cfile=str(compiled),
+                doraise=True,
+                invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH,
+            )
+            files[importlib.util.cache_from_source(module)] = compiled.read_bytes()
+    return CompiledCode(files)
 
 
 def run_beside_the_stubs(lab: Lab, base: Path, tmp_path: Path, name: str, source: str) -> TestRun:

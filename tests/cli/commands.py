@@ -11,7 +11,8 @@ import threading
 from pathlib import Path
 
 from coursekit import load_lab
-from coursekit.layout import COURSE_ROOT, solution_root
+from coursekit.layout import COURSE_ROOT
+from tests.chapter08 import labrun
 
 PRACTICE = COURSE_ROOT / "practice.py"
 LAB = load_lab("08")
@@ -89,6 +90,4 @@ def copy_of(directory: Path, tmp_path: Path) -> Path:
 
 
 def solve(directory: Path, *stage_ids: str) -> None:
-    for stage_id in stage_ids:
-        for module in LAB.stage(stage_id).modules:
-            shutil.copyfile(solution_root(LAB.root.name) / module, directory / module)
+    labrun.solve(LAB, directory, stage_ids)

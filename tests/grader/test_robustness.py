@@ -41,7 +41,7 @@ from grader import (
     grade_submissions,
 )
 from grader._intake import InvalidSubmission, Submission, lab_modules, survey
-from grader._sandbox._channel import MAX_RECORDS, read_lines
+from grader._sandbox._channel import MAX_RECORDS, OUTPUT_TAIL_BYTES, keep_tail, read_lines
 from grader._store import ResultStore
 from grader.model import (
     REASON_LIMIT,
@@ -407,6 +407,30 @@ def test_a_channel_flooded_without_newlines_costs_bounded_memory() -> None:
         os.close(read_end)
     assert lines == [b"", b"next record"], "the flood is one dropped record, the next intact"
     assert peak[0] < 8 * MiB, f"{peak[0]} bytes held for a 48 MiB line"
+
+
+def test_a_flood_of_output_is_read_to_its_end_and_only_its_tail_kept() -> None:
+    # What a run prints (the student's code writes there too) is read as it comes, or the
+    # run would block on a full pipe; only the last OUTPUT_TAIL_BYTES are kept.
+    read_end, write_end = os.pipe()
+    last = b"".join(b"%07d\n" % n for n in range(OUTPUT_TAIL_BYTES // 8))
+
+    def flood() -> None:
+        with os.fdopen(write_end, "wb") as pipe:
+            for _ in range(48):
+                pipe.write(b"spam " * (MiB // 5))
+            pipe.write(last)
+
+    writer = threading.Thread(target=flood)
+    tail = bytearray()
+    try:
+        with peak_memory() as peak, os.fdopen(read_end, "rb") as stream:
+            writer.start()
+            keep_tail(stream, tail)
+    finally:
+        writer.join()
+    assert bytes(tail) == last, "the tail is the last OUTPUT_TAIL_BYTES of the output"
+    assert peak[0] < 8 * MiB, f"{peak[0]} bytes held for 48 MiB of output"
 
 
 def test_a_channel_flooded_with_records_is_read_to_its_end() -> None:

@@ -1,4 +1,5 @@
-"""Prints 16 MB on every call, hundreds of times what the grader keeps of its output."""
+"""Prints 2 MB on every call, to stdout and stderr: 30 times what the grader keeps of its
+output (the last 64 KiB), hundreds of megabytes in a run."""
 
 import os
 import sys
@@ -6,7 +7,6 @@ import sys
 
 async def read_file(options, path, *, offset=1, limit=None, signal=None):
     block = "spam " * 200_000
-    for _ in range(8):
-        sys.stdout.write(block)
-        os.write(2, block.encode())
+    sys.stdout.write(block)
+    os.write(2, block.encode())
     raise NotImplementedError("Lab 8.1 read is not implemented yet")

@@ -34,19 +34,24 @@ async def read_file(
     if offset > max(total, 1):
         return ToolOutput.error(f"offset={offset} is beyond the end of the file ({total} lines)")
     most = min(limit or options.max_read_lines, options.max_read_lines)
-    shown = lines[offset - 1 : offset - 1 + most]
+    window = lines[offset - 1 : offset - 1 + most]
+    shown = [f"{offset + i:>4}│ {line}" for i, line in enumerate(window)]
+    sizes = [len(line.encode()) + 1 for line in shown]  # each with the newline after it
+    size = sum(sizes)
     while True:
         end = offset + len(shown) - 1
-        body = "\n".join(f"{offset + i:>4}│ {line}" for i, line in enumerate(shown))
+        notice = ""
         if end < total:
-            body += f"\n\n[Showing lines {offset}-{end} of {total}; continue with offset={end + 1}]"
-        if len(body.encode()) <= options.max_read_bytes:
+            notice = f"\n\n[Showing lines {offset}-{end} of {total}; continue with offset={end + 1}]"
+        if max(size - 1, 0) + len(notice.encode()) <= options.max_read_bytes:
             break
         if not shown:
             return ToolOutput.error(
                 f"too small to return a complete line starting at line {offset}"
             )
         shown.pop()
+        size -= sizes.pop()
+    body = "\n".join(shown) + notice
     return ToolOutput.of_text(
         body, ReadDetails(absolute, len(data), total, offset, end, end < total)
     )

@@ -1,6 +1,7 @@
 """Credit without implementing anything: one submission per attack class, all graded in
 one run. Each attack sits in an otherwise unimplemented read.py, so an attack that works
-shows as points; none may earn any, and the honest reference still earns full marks.
+shows as points; none may earn any, and an honest neighbour (the reference's read.py) still
+earns exactly its credit.
 
 The attacks run where student code runs: in the host (the process serving the tools) and
 in the in-host pytest. They aim at the judge's channel key, its records, its plugin's
@@ -10,19 +11,18 @@ from __future__ import annotations
 
 import csv
 import io
-import shutil
 import textwrap
 
 import pytest
 
 from coursekit import load_lab
-from coursekit.layout import COURSE_ROOT
 from grader import GradeOptions, grade_submissions
 from grader._sandbox import Limits
-from tests.grader.graded_class import start_on_its_stub
+from tests.grader.graded_class import solved_modules, start_on_its_stub
 
 LAB = load_lab("08")
 READ = "src/picourse/coding_tools/read.py"
+HONEST_STAGE = "8.1"  # the stage of READ
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 # Every test of the suite by name, as an attacker would list them from the test files.
@@ -315,9 +315,10 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, str]
     utf7 = submissions / "utf7-cookie" / READ
     utf7.parent.mkdir(parents=True)
     utf7.write_bytes(_utf7_module())
-    shutil.copytree(
-        COURSE_ROOT / "grader/examples/submissions/full-solution", submissions / "honest"
-    )
+    # The honest neighbour: the reference's read.py, the module every attack sits in, the
+    # rest on its stubs (the whole reference is graded beside the cheating samples in
+    # test_grading.py).
+    solved_modules(submissions / "honest", [HONEST_STAGE])
     out = tmp_path_factory.mktemp("red-team-out")
     # The honest reference must finish, also beside other grader modules on a loaded machine.
     limits = Limits(wall_seconds=300, test_seconds=30)
@@ -372,7 +373,9 @@ def test_the_hosts_answers_never_decide_where_a_test_runs(
     )
 
 
-def test_the_honest_reference_keeps_full_marks(graded: dict[str, dict[str, str]]) -> None:
+def test_the_honest_neighbour_keeps_exactly_its_credit(graded: dict[str, dict[str, str]]) -> None:
     row = graded["honest"]
-    assert (row["status"], float(row["total"])) == ("graded", 100.0), row
-    assert float(row["bonus"]) > 0, row
+    weight = LAB.stage(HONEST_STAGE).weight
+    assert (row["status"], float(row["total"])) == ("graded", weight), row
+    assert float(row[f"stage {HONEST_STAGE}"]) == weight, row
+    assert float(row["bonus"]) > 0, f"the stage's challenge tests pass too: {row}"

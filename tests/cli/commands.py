@@ -90,4 +90,6 @@ def copy_of(directory: Path, tmp_path: Path) -> Path:
 
 
 def solve(directory: Path, *stage_ids: str) -> None:
+    # As a student's saved files, plus their compiled code (hash-checked: a student's later
+    # change is compiled afresh), so that every run does not compile the solution again.
     labrun.solve(LAB, directory, stage_ids)

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import functools
-import importlib.util
-import py_compile
 import shutil
 import tempfile
 from collections.abc import Iterable
@@ -12,9 +10,8 @@ from pathlib import Path
 
 from coursekit import Lab
 from coursekit.assemble import add_lab_tests, apply_mutant, overlay_solution, render_scaffold
-from coursekit.bytecode import CompiledCode, compile_in_place
+from coursekit.bytecode import CompiledCode, compile_in_place, hash_checked
 from coursekit.lab import Mutant
-from coursekit.layout import solution_root
 from coursekit.runner import TestRun, run_lab_tests
 
 
@@ -41,18 +38,13 @@ def solve(lab: Lab, directory: Path, stage_ids: Iterable[str]) -> None:
 @functools.cache
 def _solution_code(lab: Lab, stage_ids: tuple[str, ...]) -> CompiledCode:
     """The solution's modules of these stages compiled hash-checked, once per process."""
-    files = {}
     with tempfile.TemporaryDirectory(prefix="solution-code-") as scratch:
+        root = Path(scratch)
         for module in (m for stage_id in stage_ids for m in lab.stage(stage_id).modules):
-            compiled = Path(scratch) / "module.pyc"
-            py_compile.compile(
-                str(solution_root(lab.root.name) / module),
-                cfile=str(compiled),
-                doraise=True,
-                invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH,
-            )
-            files[importlib.util.cache_from_source(module)] = compiled.read_bytes()
-    return CompiledCode(files)
+            (root / module).parent.mkdir(parents=True, exist_ok=True)
+        overlay_solution(lab, root, stage_ids)
+        hash_checked(root)
+        return CompiledCode.of(root)
 
 
 def run_beside_the_stubs(lab: Lab, base: Path, tmp_path: Path, name: str, source: str) -> TestRun:

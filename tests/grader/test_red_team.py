@@ -22,7 +22,7 @@ from tests.grader.graded_class import solved_modules, start_on_its_stub
 
 LAB = load_lab("08")
 READ = "src/picourse/coding_tools/read.py"
-HONEST_STAGE = "8.1"  # the stage of READ
+HONEST_STAGE = next(s.id for s in LAB.stages if READ in s.modules)  # where every attack sits
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 # Every test of the suite by name, as an attacker would list them from the test files.

@@ -26,6 +26,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from stat import S_IMODE
 
 from coursekit.runner import LAB_PYTEST_ENV
 
@@ -73,23 +74,25 @@ def hash_checked(directory: Path) -> None:
 
 
 @dataclass(frozen=True)
-class CompiledCode:
-    """The bytecode of one compiled directory, to be installed in another copy of the same
-    files (a later grading session's pristine copy)."""
+class CopiedFiles:
+    """Files of one directory with their permission bits, to be written into another copy of
+    it: the bytecode of a compiled directory (by default), or every file of a rendered one."""
 
-    files: Mapping[str, bytes]  # by path relative to the directory
+    files: Mapping[str, tuple[bytes, int]]  # by path relative to the directory
 
     @classmethod
-    def of(cls, root: Path) -> CompiledCode:
+    def of(cls, root: Path, pattern: str = "__pycache__/*.pyc") -> CopiedFiles:
         return cls(
             {
-                path.relative_to(root).as_posix(): path.read_bytes()
-                for path in sorted(root.rglob("__pycache__/*.pyc"))
+                path.relative_to(root).as_posix(): (path.read_bytes(), S_IMODE(path.stat().st_mode))
+                for path in sorted(root.rglob(pattern))
+                if path.is_file()
             }
         )
 
     def install(self, root: Path) -> None:
-        for name, data in self.files.items():
+        for name, (data, mode) in self.files.items():
             target = root / name
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(data)
+            target.chmod(mode)

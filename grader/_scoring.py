@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from coursekit.bytecode import CompiledCode, hash_checked, writing_env
+from coursekit.assemble import add_lab_tests, render_scaffold
+from coursekit.bytecode import CopiedFiles, hash_checked, writing_env
 from coursekit.lab import Lab
 from grader.model import StageScore, TestResult, TestStatus, truncate
 
@@ -45,28 +46,32 @@ print("INVENTORY" + json.dumps(collector.items))
 
 
 @dataclass(frozen=True)
-class _Collected:
+class _Pristine:
     inventory: tuple[InventoryItem, ...]
-    compiled: CompiledCode
+    files: CopiedFiles  # every file of the copy, its compiled code included
 
 
-# What was collected in this process, by grading key: the key covers everything the
-# pristine copy is made of (tests, lab.toml, scaffold), and collecting takes a pytest start
-# and a collection (about a second), which a process that grades again need not repeat.
-_COLLECTED: dict[str, _Collected] = {}
+# The pristine copies made in this process, by grading key: the key covers everything a
+# copy is made of (tests, lab.toml, scaffold), and making one takes a render (copier, about
+# 0.4 CPU-seconds) and a pytest start and collection (about a second), which a process that
+# grades again need not repeat.
+_MADE: dict[str, _Pristine] = {}
 
 
-def collect_inventory(lab: Lab, pristine: Path, key: str) -> list[InventoryItem]:
-    """Every test of the pristine suite, with its stage, collected from a pristine copy,
-    which is left compiled for the runs of every job (``coursekit.bytecode``): the judge and
-    the in-host pytest then rewrite no test module. Once per process for a grading ``key``;
-    a later copy under that key gets the compiled code of the first."""
-    known = _COLLECTED.get(key)
+def make_pristine(lab: Lab, pristine: Path, key: str) -> list[InventoryItem]:
+    """Make the pristine copy (the scaffold rendered and the lab's tests) at ``pristine``,
+    compiled for the runs of every job (``coursekit.bytecode``: the judge and the in-host
+    pytest then rewrite no test module), and return every test of it with its stage. Once
+    per process for a grading ``key``; a later copy under that key is written from the
+    files of the first, as they were before any job ran."""
+    known = _MADE.get(key)
     if known is None:
+        render_scaffold(lab, pristine)
+        add_lab_tests(lab, pristine)
         inventory = tuple(_collect(lab, pristine))
-        known = _COLLECTED[key] = _Collected(inventory, CompiledCode.of(pristine))
+        known = _MADE[key] = _Pristine(inventory, CopiedFiles.of(pristine, "*"))
     else:
-        known.compiled.install(pristine)
+        known.files.install(pristine)
     return list(known.inventory)
 
 

@@ -16,7 +16,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from coursekit.assemble import add_lab_tests, render_scaffold
 from coursekit.lab import Lab
 from coursekit.layout import SCAFFOLD
 from grader import _sandbox
@@ -30,7 +29,7 @@ from grader._run_records import (
     run_flags,
 )
 from grader._scan import ScanReport, scan
-from grader._scoring import InventoryItem, collect_inventory, score
+from grader._scoring import InventoryItem, make_pristine, score
 from grader._store import ResultStore
 from grader._stubbed import stages_on_their_stubs, with_stub_records
 from grader.model import Status, SubmissionResult, truncate
@@ -73,10 +72,8 @@ class GradingSession:
         # without seeing its neighbours' names.
         staging.chmod(0o711)
         pristine = staging / "pristine"
-        render_scaffold(lab, pristine)
-        add_lab_tests(lab, pristine)
         key = grading_key(lab)
-        inventory = collect_inventory(lab, pristine, key)  # and compiled for every job
+        inventory = make_pristine(lab, pristine, key)  # compiled for every job
         _sandbox.share_read_only(pristine)  # mounted read-only into every sandboxed run
         return cls(
             lab,

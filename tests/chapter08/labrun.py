@@ -10,7 +10,7 @@ from pathlib import Path
 
 from coursekit import Lab
 from coursekit.assemble import add_lab_tests, apply_mutant, overlay_solution, render_scaffold
-from coursekit.bytecode import CompiledCode, compile_in_place, hash_checked
+from coursekit.bytecode import CopiedFiles, compile_in_place, hash_checked
 from coursekit.lab import Mutant
 from coursekit.runner import TestRun, run_lab_tests
 
@@ -36,7 +36,7 @@ def solve(lab: Lab, directory: Path, stage_ids: Iterable[str]) -> None:
 
 
 @functools.cache
-def _solution_code(lab: Lab, stage_ids: tuple[str, ...]) -> CompiledCode:
+def _solution_code(lab: Lab, stage_ids: tuple[str, ...]) -> CopiedFiles:
     """The solution's modules of these stages compiled hash-checked, once per process."""
     with tempfile.TemporaryDirectory(prefix="solution-code-") as scratch:
         root = Path(scratch)
@@ -44,7 +44,7 @@ def _solution_code(lab: Lab, stage_ids: tuple[str, ...]) -> CompiledCode:
             (root / module).parent.mkdir(parents=True, exist_ok=True)
         overlay_solution(lab, root, stage_ids)
         hash_checked(root)
-        return CompiledCode.of(root)
+        return CopiedFiles.of(root)
 
 
 def run_beside_the_stubs(lab: Lab, base: Path, tmp_path: Path, name: str, source: str) -> TestRun:

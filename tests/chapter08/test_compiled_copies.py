@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from coursekit.bytecode import CompiledCode, compile_in_place
+from coursekit.bytecode import CopiedFiles, compile_in_place
 from coursekit.runner import run_lab_tests
 
 PYPROJECT = '[tool.pytest.ini_options]\npythonpath = ["src"]\ntestpaths = ["tests"]\n'
@@ -94,7 +94,7 @@ def test_compiled_code_installed_in_a_new_copy_of_the_same_files_is_used(
 ) -> None:
     first = practice_dir(tmp_path / "first")
     compile_in_place(first)
-    compiled = CompiledCode.of(first)
+    compiled = CopiedFiles.of(first)
     later = practice_dir(tmp_path / "later")
     compiled.install(later)
     trace = collection_trace(later, tmp_path)

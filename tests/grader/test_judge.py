@@ -339,7 +339,7 @@ def test_a_run_cut_short_never_raises_the_bound_on_in_host_credit() -> None:
     assert stages[0].score == round(5 + 5 / 3, 2), "tests never reported count as not passed"
 
 
-def test_the_inventory_is_collected_once_per_grading_key(
+def test_the_pristine_copy_is_made_once_per_grading_key(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     collected: list[Path] = []
@@ -347,23 +347,35 @@ def test_the_inventory_is_collected_once_per_grading_key(
     def collect(lab: object, pristine: Path) -> list[InventoryItem]:
         collected.append(pristine)
         compiled = pristine / "tests/__pycache__/test_lab8_1_read.cpython-311-pytest-9.2.0.pyc"
-        compiled.parent.mkdir(parents=True)
+        compiled.parent.mkdir(parents=True, exist_ok=True)
         compiled.write_bytes(f"compiled in {pristine.name}".encode())
         return [InventoryItem(f"tests/test_lab8_1_read.py::{pristine.name}", "8.1", False)]
 
+    def files_of(root: Path) -> dict[str, tuple[bytes, int]]:
+        return {
+            path.relative_to(root).as_posix(): (path.read_bytes(), path.stat().st_mode)
+            for path in root.rglob("*")
+            if path.is_file()
+        }
+
     monkeypatch.setattr(_scoring, "_collect", collect)
-    monkeypatch.setattr(_scoring, "_COLLECTED", {})
-    first = _scoring.collect_inventory(LAB, tmp_path / "a", "key-1")
-    assert _scoring.collect_inventory(LAB, tmp_path / "b", "key-1") == first
+    monkeypatch.setattr(_scoring, "_MADE", {})
+    first = _scoring.make_pristine(LAB, tmp_path / "a", "key-1")
+    made = files_of(tmp_path / "a")
+    assert "tests/test_lab8_1_read.py" in made and "src/picourse/coding_tools/read.py" in made
+    (tmp_path / "a/tests/test_lab8_1_read.py").write_text("# changed after it was made\n")
+    assert _scoring.make_pristine(LAB, tmp_path / "b", "key-1") == first
     assert collected == [tmp_path / "a"], "the same grading key: the same pristine tests"
-    installed = tmp_path / "b/tests/__pycache__/test_lab8_1_read.cpython-311-pytest-9.2.0.pyc"
-    assert installed.read_bytes() == b"compiled in a", (
-        "a later pristine copy under the same key runs the tests compiled for the first"
+    assert files_of(tmp_path / "b") == made, (
+        "a later pristine copy under the same key has the first's files as they were made "
+        "(sources, modes, and the tests compiled for the first)"
     )
-    changed = _scoring.collect_inventory(LAB, tmp_path / "c", "key-2")
+    changed = _scoring.make_pristine(LAB, tmp_path / "c", "key-2")
     assert collected == [tmp_path / "a", tmp_path / "c"] and changed != first, (
-        "another key (the tests, lab.toml or the scaffold changed) is collected afresh"
+        "another key (the tests, lab.toml or the scaffold changed) is made afresh"
     )
+    fresh = files_of(tmp_path / "c")["tests/test_lab8_1_read.py"]
+    assert fresh == made["tests/test_lab8_1_read.py"], "rendered afresh, not copied from a copy"
 
 
 def test_tracemalloc_in_the_judge_needs_the_host(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -21,6 +21,7 @@ from coursekit.layout import SCAFFOLD
 from grader import _sandbox
 from grader._diagnosis import Diagnoser
 from grader._intake import InvalidSubmission, Submission, take
+from grader._pristine import make_pristine
 from grader._run_records import (
     check_the_judge,
     host_ended,
@@ -29,7 +30,7 @@ from grader._run_records import (
     run_flags,
 )
 from grader._scan import ScanReport, scan
-from grader._scoring import InventoryItem, make_pristine, score
+from grader._scoring import InventoryItem, score
 from grader._store import ResultStore
 from grader._stubbed import stages_on_their_stubs, with_stub_records
 from grader.model import Status, SubmissionResult, truncate

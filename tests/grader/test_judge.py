@@ -20,7 +20,7 @@ import pytest
 from coursekit import load_lab
 from coursekit.layout import COURSE_ROOT
 from coursekit.runner import LAB_PYTEST_ENV
-from grader import _scoring
+from grader import _pristine
 from grader._judge import hosted, hosted_plugin, needs_host
 from grader._judge.wire import Codec, WireError
 from grader._scoring import InventoryItem, score
@@ -358,19 +358,19 @@ def test_the_pristine_copy_is_made_once_per_grading_key(
             if path.is_file()
         }
 
-    monkeypatch.setattr(_scoring, "_collect", collect)
-    monkeypatch.setattr(_scoring, "_MADE", {})
-    first = _scoring.make_pristine(LAB, tmp_path / "a", "key-1")
+    monkeypatch.setattr(_pristine, "_collect", collect)
+    monkeypatch.setattr(_pristine, "_MADE", {})
+    first = _pristine.make_pristine(LAB, tmp_path / "a", "key-1")
     made = files_of(tmp_path / "a")
     assert "tests/test_lab8_1_read.py" in made and "src/picourse/coding_tools/read.py" in made
     (tmp_path / "a/tests/test_lab8_1_read.py").write_text("# changed after it was made\n")
-    assert _scoring.make_pristine(LAB, tmp_path / "b", "key-1") == first
+    assert _pristine.make_pristine(LAB, tmp_path / "b", "key-1") == first
     assert collected == [tmp_path / "a"], "the same grading key: the same pristine tests"
     assert files_of(tmp_path / "b") == made, (
         "a later pristine copy under the same key has the first's files as they were made "
         "(sources, modes, and the tests compiled for the first)"
     )
-    changed = _scoring.make_pristine(LAB, tmp_path / "c", "key-2")
+    changed = _pristine.make_pristine(LAB, tmp_path / "c", "key-2")
     assert collected == [tmp_path / "a", tmp_path / "c"] and changed != first, (
         "another key (the tests, lab.toml or the scaffold changed) is made afresh"
     )

@@ -10,7 +10,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from coursekit.assemble import add_lab_tests, render_scaffold
+from coursekit.assemble import assemble_practice_dir
 from coursekit.bytecode import CopiedFiles, hash_checked, writing_env
 from coursekit.lab import Lab
 from grader._scoring import InventoryItem
@@ -50,8 +50,7 @@ def make_pristine(lab: Lab, pristine: Path, key: str) -> list[InventoryItem]:
     files of the first, as they were before any job ran."""
     known = _MADE.get(key)
     if known is None:
-        render_scaffold(lab, pristine)
-        add_lab_tests(lab, pristine)
+        assemble_practice_dir(lab, pristine)
         inventory = tuple(_collect(lab, pristine))
         known = _MADE[key] = _Pristine(inventory, CopiedFiles.of(pristine, "*"))
     else:

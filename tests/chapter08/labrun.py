@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from coursekit import Lab
-from coursekit.assemble import add_lab_tests, apply_mutant, overlay_solution, render_scaffold
+from coursekit.assemble import apply_mutant, assemble_practice_dir, overlay_solution
 from coursekit.bytecode import CopiedFiles, compile_in_place, hash_checked
 from coursekit.lab import Mutant
 from coursekit.runner import TestRun, run_lab_tests
@@ -57,8 +57,7 @@ def run_beside_the_stubs(lab: Lab, base: Path, tmp_path: Path, name: str, source
 def render_base(lab: Lab, destination: Path, *, compiled: bool = False) -> Path:
     """A practice directory; ``compiled`` once (a collection's CPU) for the many runs of its
     copies."""
-    render_scaffold(lab, destination)
-    add_lab_tests(lab, destination)
+    assemble_practice_dir(lab, destination)
     if compiled:
         compile_in_place(destination)
     return destination

@@ -9,6 +9,7 @@ patched anyway).
 
 from __future__ import annotations
 
+import functools
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,8 +78,21 @@ class Lab:
 
 def load_lab(chapter: str = "08") -> Lab:
     root = lab_root(chapter)
-    data = tomllib.loads((root / "lab.toml").read_text(encoding="utf-8"))
-    patches = _mutant_patches(root)
+    patches = solution_root(root.name) / MUTANT_PATCHES
+    return _parsed(
+        root,
+        (root / "lab.toml").read_text(encoding="utf-8"),
+        patches.read_text(encoding="utf-8") if patches.is_file() else None,
+    )
+
+
+# Parsed once per process and content: a test run loads the lab in every test module (and
+# tomllib takes ~15 ms for the two files), while a Lab is immutable; a changed file is a
+# new key, so nothing stale is ever returned.
+@functools.lru_cache(maxsize=8)
+def _parsed(root: Path, lab_toml: str, mutants_toml: str | None) -> Lab:
+    data = tomllib.loads(lab_toml)
+    patches = _mutant_patches(mutants_toml)
     stages = []
     for raw in data["stages"]:
         mutants = tuple(
@@ -125,13 +139,12 @@ def _take_patch(
         ) from None
 
 
-def _mutant_patches(root: Path) -> dict[tuple[str, str], tuple[Replacement, ...]] | None:
+def _mutant_patches(text: str | None) -> dict[tuple[str, str], tuple[Replacement, ...]] | None:
     """Each mutant's replacements by (stage, name), from the solution's mutants.toml; None
     where the kit ships no solution."""
-    path = solution_root(root.name) / MUTANT_PATCHES
-    if not path.is_file():
+    if text is None:
         return None
-    data = tomllib.loads(path.read_text(encoding="utf-8"))
+    data = tomllib.loads(text)
     return {
         (m["stage"], m["name"]): tuple(Replacement(r["find"], r["replace"]) for r in m["replace"])
         for m in data["mutant"]

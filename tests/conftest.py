@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
-import importlib
 import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -64,32 +61,6 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Producer) -> Schedul
         config.option.loadscopereorder = False
         return _ModuleFixturesMadeOnce(config, log)
     return None
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_sessionstart(session: pytest.Session) -> None:
-    # Before xdist starts its workers (its own sessionstart): the bytecode of every module
-    # the collection imports (the test modules as pytest rewrites them, the kit's modules,
-    # and the libraries they import, uncompiled after `pip install --no-compile`) is written
-    # here once. Otherwise each of the workers, all starting at once on a cold checkout,
-    # compiles the same modules: about 2 CPU-seconds each on 2 cores.
-    config = session.config
-    if config.pluginmanager.has_plugin("dsession") and not sys.dont_write_bytecode:
-        for name in _test_modules(config):
-            # A module that cannot be imported is reported by the worker that collects it.
-            with contextlib.suppress(Exception, pytest.skip.Exception):
-                importlib.import_module(name)
-
-
-def _test_modules(config: pytest.Config) -> list[str]:
-    """The dotted names of this project's test modules that the run's arguments name."""
-    tests = Path(__file__).resolve().parent
-    files: set[Path] = set()
-    for argument in config.args:
-        path = (config.invocation_params.dir / argument.split("::", 1)[0]).resolve()
-        found = path.rglob("test_*.py") if path.is_dir() else [path]
-        files.update(f for f in found if f.suffix == ".py" and f.is_relative_to(tests))
-    return [".".join(f.relative_to(tests.parent).with_suffix("").parts) for f in sorted(files)]
 
 
 # What takes the longest (a minute or more on 2 cores, much of it waiting on deadlines,

@@ -6,6 +6,7 @@ practice directory's ``src`` on PYTHONPATH). Each prints one JSON object.
     python bash_scenarios.py late-orphans      # children that die after their shell
     python bash_scenarios.py fuzz              # hypothesis: every command gives a result
     python bash_scenarios.py unattached TOKEN  # a shell whose marker shows only on a late look
+    python bash_scenarios.py exiting-parent TOKEN  # a parent caught exiting, its child not ours yet
     python bash_scenarios.py cancelled-start PIPE HOW TOKEN  # cancelled while PIPE connects
     python bash_scenarios.py cancelled-twice TOKEN   # cancelled again while it sweeps
 """
@@ -238,6 +239,49 @@ def unattached(workspace: Path, token: str) -> dict[str, Any]:
     return {"looks": looks.get(shell.pid, 0), "survived": survived}
 
 
+def exiting_parent(workspace: Path, token: str) -> dict[str, Any]:
+    """A process of the call caught in the middle of its exit, on the sweep's first passes:
+    its environment (the marker) already gone, its child, in a session of its own, not yet
+    handed over to the tool's process. A pid hopper on a busy machine is caught so between
+    two hops. The first looks at the shell are made to see it so; the sweep must go on
+    until it is done, not end at two quiet passes."""
+    import subprocess
+
+    from picourse.coding_tools import command_scope
+
+    scope = command_scope.CommandScope()
+    os.mkfifo(workspace / "started")
+    shell = subprocess.Popen(
+        scope.argv(f"setsid sleep 600.{token} & echo started > started; wait"),
+        cwd=workspace,
+        env=scope.env(),
+        start_new_session=True,
+    )
+    (workspace / "started").read_text()  # the child runs (the shell wrote after starting it)
+    exiting_looks = 0
+    exiting, marker_of = command_scope._exiting, command_scope._marker_of
+
+    def caught_exiting(pid: int) -> bool:
+        nonlocal exiting_looks
+        if pid == shell.pid and exiting_looks < 3:
+            exiting_looks += 1
+            return True
+        return exiting(pid)
+
+    def gone_while_exiting(pid: int) -> str | None:
+        return None if pid == shell.pid and exiting_looks < 3 else marker_of(pid)
+
+    command_scope._exiting, command_scope._marker_of = caught_exiting, gone_while_exiting
+    try:
+        scope.sweep()
+    finally:
+        command_scope._exiting, command_scope._marker_of = exiting, marker_of
+    left = survivors(token)
+    shell.kill()
+    shell.wait()
+    return {"exiting_looks": exiting_looks, "survivors": left}
+
+
 def _gated_bash(workspace: Path, token: str) -> tuple[Tool, dict[str, Any]]:
     """The bash tool and a command whose shell writes into the FIFO ``started`` once its
     background child runs: a read of the FIFO returns exactly then."""
@@ -360,6 +404,8 @@ def main() -> None:
                 result = late_orphans(workspace)
             elif scenario == "unattached":
                 result = unattached(workspace, args[0])
+            elif scenario == "exiting-parent":
+                result = exiting_parent(workspace, args[0])
             elif scenario == "cancelled-twice":
                 result = cancelled_twice(workspace, args[0])
             elif scenario == "cancelled-start":

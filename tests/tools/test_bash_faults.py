@@ -80,6 +80,18 @@ def test_a_shell_started_but_never_attached_is_found_however_late_it_shows(
     )
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the sweep by /proc is Linux's")
+def test_a_process_of_the_call_caught_in_its_exit_does_not_end_the_sweep(solved_src: Path) -> None:
+    # The sweep alone (a cgroup would find the child by itself): while a child of the tool's
+    # process exits, nothing leads to its own child, which only then becomes the tool's.
+    result = scenario(solved_src, "exiting-parent", str(secrets.randbelow(10**8)), cgroup=False)
+    assert result["survivors"] == [], (
+        f"{result['survivors']} outlived the sweep, which ended at two quiet passes while a "
+        f"process of the call was still exiting ({result['exiting_looks']} looks saw it so): "
+        "a pass that sees a child of the tool's process exiting is not quiet"
+    )
+
+
 @pytest.mark.parametrize("pipe", [1, 2], ids=["stdout", "stderr"])
 @pytest.mark.parametrize(
     ("how", "ends_with"), [("cancel", "cancelled"), ("timeout", "TimeoutError")]

@@ -17,7 +17,11 @@ A pass kills what it finds; passes repeat until two in a row find nothing, so a 
 that forks while it is being killed is caught by the next pass. A pass that saw a child of
 this process die unseen (a new zombie) is not quiet either: a process that forks and exits
 every few milliseconds (a pid hopper) leaves one behind at each hop, and may have moved on
-between the listing of the children and the look at them. The grace after SIGTERM
+between the listing of the children and the look at them. Nor is a pass that saw a child
+of this process in the middle of its exit: its environment (the marker) is already gone,
+and its children become this process's only once it is done, so until then nothing leads
+to them; on a busy machine a hopper can be caught there for longer than two passes take.
+The grace after SIGTERM
 lasts until the kernel reports the shell's process group empty (``killpg(pgid, 0)``) and
 nothing marked is left. The call's orphans that die under this process are reaped here, so
 a long session collects no zombies.
@@ -132,7 +136,7 @@ class CommandScope:
         victims = [pid for pid in seen | self._members() if _send(pid, signals.SIGKILL)]
         for pid in victims:
             self._wait_dead(pid, deadline)
-        return bool(victims) | self._child_died_unseen()
+        return bool(victims) | self._child_died_unseen() | _a_child_exiting()
 
     def _child_died_unseen(self) -> bool:
         if not _PROC_CHILDREN:
@@ -275,11 +279,33 @@ def _marker_of(pid: int) -> str | None:
 
 def _state(pid: int) -> str | None:
     """The one-letter state of /proc/PID/stat ("Z" for a zombie)."""
+    fields = _stat_fields(pid)
+    return None if fields is None else fields[0].decode()
+
+
+_PF_EXITING = 0x4  # a task flag: the process is on its way through the kernel's exit
+
+
+def _exiting(pid: int) -> bool:
+    """Whether the process has begun to exit and is not yet a zombie."""
+    fields = _stat_fields(pid)
+    return (
+        fields is not None and fields[0] not in (b"Z", b"X") and bool(int(fields[6]) & _PF_EXITING)
+    )
+
+
+def _a_child_exiting() -> bool:
+    return _PROC_CHILDREN and any(_exiting(pid) for pid in _children(os.getpid()))
+
+
+def _stat_fields(pid: int) -> list[bytes] | None:
+    """The fields of /proc/PID/stat after the command's name: state, ppid, pgrp, session,
+    tty, tpgid, flags, ..."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_bytes()
     except OSError:
         return None
-    return stat[stat.rfind(b")") + 2 :][:1].decode()
+    return stat[stat.rfind(b")") + 2 :].split()
 
 
 # /proc/PID/task/TID/children lists a thread's children without scanning the host.

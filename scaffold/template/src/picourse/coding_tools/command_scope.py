@@ -21,10 +21,9 @@ between the listing of the children and the look at them. Nor is a pass that saw
 of this process in the middle of its exit: its environment (the marker) is already gone,
 and its children become this process's only once it is done, so until then nothing leads
 to them; on a busy machine a hopper can be caught there for longer than two passes take.
-The grace after SIGTERM
-lasts until the kernel reports the shell's process group empty (``killpg(pgid, 0)``) and
-nothing marked is left. The call's orphans that die under this process are reaped here, so
-a long session collects no zombies.
+The grace after SIGTERM lasts until the kernel reports the shell's process group empty
+(``killpg(pgid, 0)``) and nothing marked is left. The call's orphans that die under this
+process are reaped here, so a long session collects no zombies.
 
 What still escapes (without a cgroup): an orphan that dropped its environment (``env -i``)
 and, everywhere, work handed to another service (``systemd-run``, ``at``, ``ssh`` to
@@ -136,15 +135,18 @@ class CommandScope:
         victims = [pid for pid in seen | self._members() if _send(pid, signals.SIGKILL)]
         for pid in victims:
             self._wait_dead(pid, deadline)
-        return bool(victims) | self._child_died_unseen() | _a_child_exiting()
+        return bool(victims) | self._children_in_flux()
 
-    def _child_died_unseen(self) -> bool:
+    def _children_in_flux(self) -> bool:
+        """Whether a child of this process died unseen (a new zombie) or is in the middle
+        of its exit, in one look at the children."""
         if not _PROC_CHILDREN:
             return False
-        zombies = {pid for pid in _children(os.getpid()) if _state(pid) == "Z"}
+        children = _children(os.getpid())
+        zombies = {pid for pid in children if _state(pid) == "Z"}
         new = bool(zombies - self._zombies)
         self._zombies = zombies
-        return new
+        return new or any(_exiting(pid) for pid in children if pid not in zombies)
 
     def _members(self) -> set[int]:
         found: set[int] = set()
@@ -292,10 +294,6 @@ def _exiting(pid: int) -> bool:
     return (
         fields is not None and fields[0] not in (b"Z", b"X") and bool(int(fields[6]) & _PF_EXITING)
     )
-
-
-def _a_child_exiting() -> bool:
-    return _PROC_CHILDREN and any(_exiting(pid) for pid in _children(os.getpid()))
 
 
 def _stat_fields(pid: int) -> list[bytes] | None:

@@ -620,6 +620,92 @@ def test_an_in_host_pytest_that_cannot_be_started_stalls_the_run_and_leaks_nothi
     assert sorted(os.listdir("/dev/fd")) == open_before, "the pipes of a failed start are closed"
 
 
+# In-host stand-ins: one that takes its batch and ends without a word, and one that answers
+# each test of every batch honestly (the test passed, its canary failed) until its commands end.
+ENDS = """
+import sys
+sys.stdin.readline()
+"""
+ANSWERS = """
+import json, sys
+from grader._judge.hosted_plugin import tokens
+for line in sys.stdin:
+    batch = json.loads(line)
+    for nodeid in batch["tests"]:
+        real, canary = tokens(sys.argv[1], nodeid)
+        print(json.dumps({"nodeid": f"{nodeid}@{real}", "passed": True}))
+        print(json.dumps({"nodeid": f"{nodeid}@{canary}", "passed": False}))
+    print(json.dumps({"done": batch["id"]}), flush=True)
+"""
+
+
+def _stand_ins(
+    monkeypatch: pytest.MonkeyPatch, run: hosted.HostedRun, scripts: list[str]
+) -> list[str]:
+    """Start ``run``'s in-host pytest as the first stand-in, and each later start as the next
+    one (the last one again when they run out); returns the starts made, in order."""
+    started: list[str] = []
+
+    def spawn(seconds: float) -> None:
+        script = scripts[min(len(started), len(scripts) - 1)]
+        started.append("ends" if script is ENDS else "answers")
+        process = subprocess.Popen(
+            [sys.executable, "-c", script, run.salt],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            bufsize=0,
+            cwd=COURSE_ROOT,
+        )
+        run.process, run.commands, run.results = process, process.stdin, process.stdout
+
+    monkeypatch.setattr(run, "_spawn", spawn)
+    run.start(5)
+    return started
+
+
+@pytest.mark.timeout(60)
+def test_a_batch_whose_in_host_pytest_ends_runs_once_more_in_a_fresh_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Graded beside the busy project suite as a normal user, the reference's Lab 8.1 lost
+    # all 34 in-host tests of its file, unseen ("graded", no reason): the in-host pytest had
+    # ended before its batch, and the next file's batch, in a fresh one, passed.
+    run = hosted.HostedRun()
+    started = _stand_ins(monkeypatch, run, [ENDS, ANSWERS])
+    tests = ["tests/a.py::t1", "tests/a.py::t2"]
+    try:
+        *records, summary = run.run(tests, [], set(), 5)
+    finally:
+        run.stop()
+    assert started == ["ends", "answers"], "the batch runs once more in a fresh in-host pytest"
+    assert [(r["nodeid"], r["passed"]) for r in records] == [(t, True) for t in tests]
+    assert (summary["tests"], summary["forged"], summary["wrong_canaries"]) == (2, 0, 0)
+    assert summary["stalled"] is False
+
+
+@pytest.mark.timeout(60)
+def test_an_in_host_pytest_that_always_ends_costs_one_more_start_per_session(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The student's code can end the in-host pytest on purpose: its tests are not run, and
+    # the judge starts no more than one extra pytest for it in the whole session.
+    run = hosted.HostedRun()
+    started = _stand_ins(monkeypatch, run, [ENDS])
+    try:
+        for batch in (["tests/a.py::t1"], ["tests/b.py::t2"]):
+            *records, summary = run.run(batch, [], set(), 5)
+            assert records == [] and summary["tests"] == 0, "its tests are not run"
+            assert summary["forged"] == 0 and summary["stalled"] is False
+            # Its results ended as it exited: the next batch finds it gone, not exiting.
+            assert run.process is not None
+            run.process.wait(timeout=30)
+    finally:
+        run.stop()
+    # At collection; once more for the first batch; and, as before, a start for each later
+    # batch that finds it ended.
+    assert started == ["ends", "ends", "ends"]
+
+
 def test_no_lab_test_has_a_timeout_of_its_own() -> None:
     marked = [
         f"{path.name}:{number}"

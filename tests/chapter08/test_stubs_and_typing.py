@@ -117,9 +117,11 @@ def test_the_solved_package_and_the_lab_tests_are_strictly_typed(
     config = tmp_path / "mypy.ini"
     config.write_text("[mypy]\n[mypy-openai,openai.*]\nfollow_imports = skip\n")
     # One run for both: most of a run is reading the standard library's and pytest's types.
-    command = ["--no-incremental", "--strict", "--config-file", str(config), "src/picourse"]
     result = subprocess.run(
-        [sys.executable, "-m", "mypy", *command, "tests"],
+        [
+            *(sys.executable, "-m", "mypy", "--no-incremental", "--strict"),
+            *("--config-file", str(config), "src/picourse", "tests"),
+        ],
         cwd=solved,
         capture_output=True,
         text=True,

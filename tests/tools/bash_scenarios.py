@@ -27,6 +27,7 @@ import time
 from asyncio import base_subprocess
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import psutil
 
@@ -228,11 +229,8 @@ def unattached(workspace: Path, token: str) -> dict[str, Any]:
         looks[pid] = looks.get(pid, 0) + 1
         return None if looks[pid] <= 4 else marker_of(pid)
 
-    command_scope._marker_of = late_marker
-    try:
+    with mock.patch.object(command_scope, "_marker_of", late_marker):
         scope.sweep_unattached()
-    finally:
-        command_scope._marker_of = marker_of
     survived = shell.poll() is None
     shell.kill()
     shell.wait()
@@ -271,11 +269,11 @@ def exiting_parent(workspace: Path, token: str) -> dict[str, Any]:
     def gone_while_exiting(pid: int) -> str | None:
         return None if pid == shell.pid and exiting_looks < 3 else marker_of(pid)
 
-    command_scope._exiting, command_scope._marker_of = caught_exiting, gone_while_exiting
-    try:
+    with (
+        mock.patch.object(command_scope, "_exiting", caught_exiting),
+        mock.patch.object(command_scope, "_marker_of", gone_while_exiting),
+    ):
         scope.sweep()
-    finally:
-        command_scope._exiting, command_scope._marker_of = exiting, marker_of
     left = survivors(token)
     shell.kill()
     shell.wait()

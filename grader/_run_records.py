@@ -3,6 +3,10 @@ tampering, a student's process that ended early."""
 
 from __future__ import annotations
 
+import contextlib
+import signal
+from typing import Any
+
 from grader import _sandbox
 
 
@@ -60,6 +64,38 @@ def host_stalled(outcome: _sandbox.RunOutcome) -> bool:
     batches (one never taken, or no answer within two tests' timeouts), or left no room to
     start the in-host pytest again. The judge then ran no more tests there."""
     return any(r.get("type") == "hosted" and r.get("stalled") is True for r in outcome.records)
+
+
+def host_cut_short(outcome: _sandbox.RunOutcome) -> str | None:
+    """How the in-host pytest ended when tests sent to it were never run, second start
+    included (hosted.py); None when every batch ran to its end or stalled (said apart)."""
+    cut = [r for r in _hosted(outcome) if r.get("cut") is True and r.get("stalled") is not True]
+    return _ends([code for r in cut for code in r.get("ended", [])]) if cut else None
+
+
+def host_restarted(outcome: _sandbox.RunOutcome) -> str | None:
+    """How the in-host pytest ended when it was started once more and then ran its
+    batch to the end (no effect on the score, but worth a look)."""
+    codes = [code for r in _hosted(outcome) if r.get("cut") is False for code in r.get("ended", [])]
+    return _ends(codes) if codes else None
+
+
+def _hosted(outcome: _sandbox.RunOutcome) -> list[dict[str, Any]]:
+    return [r for r in outcome.records if r.get("type") == "hosted"]
+
+
+def _ends(codes: list[int | None]) -> str:
+    return ", then ".join(_end(code) for code in codes) or "it ended unseen"
+
+
+def _end(code: int | None) -> str:
+    if code is None:
+        return "it closed the judge's pipe and ran on"
+    if code < 0:
+        with contextlib.suppress(ValueError):
+            return f"killed by {signal.Signals(-code).name}"
+        return f"killed by signal {-code}"
+    return f"exit code {code}"
 
 
 def judge_interrupted(outcome: _sandbox.RunOutcome) -> bool:

@@ -24,7 +24,9 @@ from grader._intake import InvalidSubmission, Submission, take
 from grader._pristine import make_pristine
 from grader._run_records import (
     check_the_judge,
+    host_cut_short,
     host_ended,
+    host_restarted,
     host_stalled,
     judge_interrupted,
     run_flags,
@@ -203,6 +205,13 @@ class GradingSession:
                 "no room to start the process that runs them), so those tests earn nothing; "
                 "tests that passed before it and the judge's own still count"
             )
+        elif (cut := host_cut_short(outcome)) is not None:
+            result.status = "crashed"
+            result.reason = (
+                f"the tests run in the student's own process ended before they all ran ({cut}), "
+                "so those not run earn nothing; tests that passed before it and the judge's "
+                "own still count"
+            )
         elif judge_interrupted(outcome):
             result.status = "crashed"
             result.reason = (
@@ -218,9 +227,9 @@ class GradingSession:
                 + " | ".join(tail),
                 2000,
             )
-        elif findings.notes:
+        elif notes := findings.notes + _restart_notes(outcome):
             result.reason = truncate(
-                "for review, no effect on the score: " + "; ".join(findings.notes), 2000
+                "for review, no effect on the score: " + "; ".join(notes), 2000
             )
         return result, credited
 
@@ -249,6 +258,16 @@ class GradingSession:
             )
         check_the_judge(outcome)
         return outcome
+
+
+def _restart_notes(outcome: _sandbox.RunOutcome) -> list[str]:
+    restarted = host_restarted(outcome)
+    if restarted is None:
+        return []
+    return [
+        f"the tests run in the student's own process ended before they all ran ({restarted}) "
+        "and ran to the end when started once more"
+    ]
 
 
 def _scan(modules: dict[str, bytes]) -> ScanReport:

@@ -33,6 +33,9 @@ QUIET_CHECK_SECONDS = 0.2
 # test sends its line within one: no lab test has a timeout marker of its own, and one that
 # had a longer one would need a larger bound): room for collection on a loaded machine.
 QUIET_MARGIN_SECONDS = 10.0
+# How long an in-host pytest whose results ended may take to exit: its descriptors close
+# just before it has, and on a loaded machine that can take a moment.
+EXIT_WAIT_SECONDS = 2.0
 
 
 class HostedRun:
@@ -147,8 +150,9 @@ class HostedRun:
         if self.stalled:
             return records
         (*again, more), _ = self._batch(unrun, [], judged, seconds)
-        for key in ("tests", "wrong_canaries", "forged"):
+        for key in ("tests", "wrong_canaries", "forged", "ended"):
             summary[key] += more[key]
+        summary["cut"] = more["cut"]
         return [*reported, *again, summary]
 
     def _batch(
@@ -174,7 +178,18 @@ class HostedRun:
             pass
         records = verify(lines, self.salt, tests, files, judged, complete=done)
         records[-1]["forged"] += stray
+        if not done and self.process is not None:
+            records[-1]["ended"].append(self._exit_code())
         return records, done
+
+    def _exit_code(self) -> int | None:
+        """The exit code of the in-host pytest that cut its batch short (negative: the
+        signal that ended it); None when it runs on (it closed its results). Waited for:
+        a process found still exiting would be sent the next batch, which is then lost."""
+        assert self.process is not None
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            return self.process.wait(timeout=EXIT_WAIT_SECONDS)
+        return None
 
     def _send(self, data: bytes, seconds: float) -> tuple[bool, int]:
         """Write a batch without ever blocking on it; returns whether it was sent, and how
@@ -293,4 +308,7 @@ def verify(
         real = {base: record for base, record in real.items() if base in canaries}
     wrong = sum(1 for base in real if canaries.get(base, True))
     summary = {"type": "hosted", "tests": len(real), "wrong_canaries": wrong, "forged": forged}
+    # "cut": tests of the batch may never have run; "ended": the exit code of each in-host
+    # pytest that ended during the batch (see HostedRun._exit_code).
+    summary.update(cut=not complete, ended=[])
     return [*real.values(), summary]

@@ -54,7 +54,8 @@ EXPECTED = {
     "allocate-without-end": ("graded", 0.0),
     "cheat-conftest": ("graded", 0.0),
     "cheat-edited-tests": ("graded", 0.0),
-    "cheat-exit-at-import": ("graded", 0.0),
+    # Its in-host pytest ends at collection (pytest's internal error), started again too.
+    "cheat-exit-at-import": ("crashed", 0.0),
     "cheat-os-exit-at-import": ("crashed", 0.0),
     "cheat-exit-zero-at-exit": ("graded", 0.0),
     "cheat-forged-report": ("flagged", 0.0),

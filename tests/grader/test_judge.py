@@ -625,6 +625,7 @@ def test_an_in_host_pytest_that_cannot_be_started_stalls_the_run_and_leaks_nothi
 ENDS = """
 import sys
 sys.stdin.readline()
+sys.exit(3)
 """
 ANSWERS = """
 import json, sys
@@ -681,6 +682,8 @@ def test_a_batch_whose_in_host_pytest_ends_runs_once_more_in_a_fresh_one(
     assert [(r["nodeid"], r["passed"]) for r in records] == [(t, True) for t in tests]
     assert (summary["tests"], summary["forged"], summary["wrong_canaries"]) == (2, 0, 0)
     assert summary["stalled"] is False
+    # Recovered, but said: the grade's reason names how the first one ended, for review.
+    assert (summary["cut"], summary["ended"]) == (False, [3])
 
 
 @pytest.mark.timeout(60)
@@ -692,10 +695,12 @@ def test_an_in_host_pytest_that_always_ends_costs_one_more_start_per_session(
     run = hosted.HostedRun()
     started = _stand_ins(monkeypatch, run, [ENDS])
     try:
-        for batch in (["tests/a.py::t1"], ["tests/b.py::t2"]):
+        for batch, ends in ((["tests/a.py::t1"], [3, 3]), (["tests/b.py::t2"], [3])):
             *records, summary = run.run(batch, [], set(), 5)
             assert records == [] and summary["tests"] == 0, "its tests are not run"
             assert summary["forged"] == 0 and summary["stalled"] is False
+            # What the grade says (crashed, and why): each end the batch saw, by exit code.
+            assert (summary["cut"], summary["ended"]) == (True, ends)
             # Its results ended as it exited: the next batch finds it gone, not exiting.
             assert run.process is not None
             run.process.wait(timeout=30)

@@ -350,7 +350,9 @@ def test_a_full_process_table_is_the_students_doing_never_the_graders_error(
         f"a judge that cannot start the in-host pytest again goes on without it: {row}"
     )
     if row["status"] == "crashed":
-        assert "could not go on" in row["reason"], row
+        # No room to start it again, or it was ended (the student's code kills it) again.
+        stalled, cut = "could not go on", "ended before they all ran"
+        assert stalled in row["reason"] or cut in row["reason"], row
 
 
 def test_the_hosts_answers_never_decide_where_a_test_runs(

@@ -484,7 +484,12 @@ def test_the_static_scan_never_runs_in_two_threads_at_once(monkeypatch: pytest.M
     assert met == [False, False], "the second scan began before the first ended"
 
 
-STALLED = {"type": "hosted", "tests": 0, "wrong_canaries": 0, "forged": 0, "stalled": True}
+HOSTED = {"type": "hosted", "tests": 0, "wrong_canaries": 0, "forged": 0, "stalled": False}
+STALLED = {**HOSTED, "stalled": True}
+# Its in-host pytest ended (exit code 2, then killed by SIGKILL) with tests never run.
+CUT = {**HOSTED, "cut": True, "ended": [2, -9]}
+# Its in-host pytest ended once (killed by SIGXFSZ) and ran the batch when started again.
+RESTARTED = {**HOSTED, "tests": 3, "cut": False, "ended": [-25]}
 
 
 class FakeSandbox:
@@ -520,6 +525,8 @@ class FakeSandbox:
             "judge-decided-nothing": (5, []),
             "judge-interrupted": (2, [decided]),  # the student's process signalled it
             "host-stalled": (1, [decided, STALLED]),  # it stopped answering in-host batches
+            "host-cut": (1, [decided, CUT]),
+            "host-restarted": (1, [decided, RESTARTED]),
         }.get(behaviour, (1, [decided]))
         outcome.records = [{"type": "start"}, *records, {"type": "end", "exitstatus": status}]
         outcome.exit_code = status
@@ -617,6 +624,28 @@ def test_an_in_host_run_that_stopped_answering_is_a_crash_that_says_so(
         reason,
     )
     assert book["ida"] == ("graded", ""), "an answered run is graded as usual"
+
+
+def test_in_host_tests_cut_short_make_a_crash_that_says_how_and_a_restart_is_noted(
+    tmp_path: Path, sandbox: FakeSandbox
+) -> None:
+    # A correct submission once lost the in-host tests of a whole file to an in-host pytest
+    # that ended, graded "graded" with no word: whatever ends it, the grade must say so.
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    student(subs, "jo", "host-cut")
+    student(subs, "kit", "host-restarted")
+    grade_submissions(subs, out, GradeOptions(jobs=1))
+    book = statuses(out)
+    status, reason = book["jo"]
+    assert status == "crashed", (status, reason)
+    assert "tests run in the student's own process ended before they all ran" in reason
+    assert "(exit code 2, then killed by SIGKILL)" in reason, reason
+    assert book["kit"] == (
+        "graded",
+        "for review, no effect on the score: the tests run in the student's own process "
+        "ended before they all ran (killed by SIGXFSZ) and ran to the end when started "
+        "once more",
+    )
 
 
 FIRST_READ_TEST = "tests/test_lab8_1_read.py::test_lines_are_numbered_and_details_describe_the_file"

@@ -417,6 +417,6 @@ def test_archives_and_bad_archives_are_graded_or_invalid(tmp_path: Path) -> None
     out = tmp_path / "out"
     grade_submissions(submissions, out, GradeOptions(jobs=2))
     book = gradebook(out)
-    assert (book["zoe"]["status"], float(book["zoe"]["total"])) == ("graded", 35.0)
+    assert (book["zoe"]["status"], float(book["zoe"]["total"])) == ("graded", 35.0), book["zoe"]
     assert book["broken"]["status"] == "invalid" and book["sneaky"]["status"] == "invalid"
     assert not (tmp_path / "escape.py").exists()

@@ -349,8 +349,9 @@ async def wait_for_file(path: Path, call: asyncio.Task[Any], timeout: float = 10
             )
         await asyncio.sleep(0.01)
     raise AssertionError(
-        f"{OVER_TIME_LIMIT}the child process never wrote {path.name} within {timeout:g} s; it "
-        "did not start as expected"
+        f"{OVER_TIME_LIMIT}the child process never wrote {path.name} within {timeout:g} s: "
+        "the command did not start as expected. It writes that file in its working "
+        "directory, which must be the workspace (cwd), and it runs under bash"
     )
 
 

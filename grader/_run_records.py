@@ -44,7 +44,7 @@ def run_flags(outcome: _sandbox.RunOutcome) -> list[str]:
     seen = [r["nodeid"] for r in outcome.records if r.get("type") == "test"]
     if len(seen) != len(set(seen)):
         flags.append("the grader's channel carried two records for one test")
-    for hosted in (r for r in outcome.records if r.get("type") == "hosted"):
+    for hosted in _hosted(outcome):
         if hosted["wrong_canaries"] or hosted["forged"]:
             flags.append(
                 "the tests run in the student's own process reported forged outcomes "
@@ -63,21 +63,26 @@ def host_stalled(outcome: _sandbox.RunOutcome) -> bool:
     """The in-host run could not go on: the student's process stopped answering the judge's
     batches (one never taken, or no answer within two tests' timeouts), or left no room to
     start the in-host pytest again. The judge then ran no more tests there."""
-    return any(r.get("type") == "hosted" and r.get("stalled") is True for r in outcome.records)
+    return any(r.get("stalled") is True for r in _hosted(outcome))
+
+
+CUT_SHORT = "the tests run in the student's own process ended before they all ran"
 
 
 def host_cut_short(outcome: _sandbox.RunOutcome) -> str | None:
     """How the in-host pytest ended when tests sent to it were never run, second start
     included (hosted.py); None when every batch ran to its end or stalled (said apart)."""
     cut = [r for r in _hosted(outcome) if r.get("cut") is True and r.get("stalled") is not True]
-    return _ends([code for r in cut for code in r.get("ended", [])]) if cut else None
+    return _ends([code for r in cut for code in r["ended"]]) if cut else None
 
 
-def host_restarted(outcome: _sandbox.RunOutcome) -> str | None:
-    """How the in-host pytest ended when it was started once more and then ran its
-    batch to the end (no effect on the score, but worth a look)."""
-    codes = [code for r in _hosted(outcome) if r.get("cut") is False for code in r.get("ended", [])]
-    return _ends(codes) if codes else None
+def restart_notes(outcome: _sandbox.RunOutcome) -> list[str]:
+    """For review, no effect on the score: the in-host pytest ended during a batch that
+    then ran to its end when started once more."""
+    codes = [code for r in _hosted(outcome) if r.get("cut") is False for code in r["ended"]]
+    if not codes:
+        return []
+    return [f"{CUT_SHORT} ({_ends(codes)}) and ran to the end when started once more"]
 
 
 def _hosted(outcome: _sandbox.RunOutcome) -> list[dict[str, Any]]:

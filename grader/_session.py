@@ -23,12 +23,13 @@ from grader._diagnosis import Diagnoser
 from grader._intake import InvalidSubmission, Submission, take
 from grader._pristine import make_pristine
 from grader._run_records import (
+    CUT_SHORT,
     check_the_judge,
     host_cut_short,
     host_ended,
-    host_restarted,
     host_stalled,
     judge_interrupted,
+    restart_notes,
     run_flags,
 )
 from grader._scan import ScanReport, scan
@@ -208,9 +209,8 @@ class GradingSession:
         elif (cut := host_cut_short(outcome)) is not None:
             result.status = "crashed"
             result.reason = (
-                f"the tests run in the student's own process ended before they all ran ({cut}), "
-                "so those not run earn nothing; tests that passed before it and the judge's "
-                "own still count"
+                f"{CUT_SHORT} ({cut}), so those not run earn nothing; tests that passed "
+                "before it and the judge's own still count"
             )
         elif judge_interrupted(outcome):
             result.status = "crashed"
@@ -227,7 +227,7 @@ class GradingSession:
                 + " | ".join(tail),
                 2000,
             )
-        elif notes := findings.notes + _restart_notes(outcome):
+        elif notes := findings.notes + restart_notes(outcome):
             result.reason = truncate(
                 "for review, no effect on the score: " + "; ".join(notes), 2000
             )
@@ -258,16 +258,6 @@ class GradingSession:
             )
         check_the_judge(outcome)
         return outcome
-
-
-def _restart_notes(outcome: _sandbox.RunOutcome) -> list[str]:
-    restarted = host_restarted(outcome)
-    if restarted is None:
-        return []
-    return [
-        f"the tests run in the student's own process ended before they all ran ({restarted}) "
-        "and ran to the end when started once more"
-    ]
 
 
 def _scan(modules: dict[str, bytes]) -> ScanReport:

@@ -32,7 +32,11 @@ import pytest
 from . import host_process, hosted, needs_host, stubs
 
 CHANNEL_FD = "GRADER_CHANNEL_FD"
-CHANNEL_KEY = "GRADER_CHANNEL_KEY"
+# The descriptor of a pipe that holds the channel's key, never the key itself: an
+# environment stays readable in /proc (bubblewrap's init, the sandbox's pid 1, keeps the one
+# it started with, and it is the student's uid when a normal user grades).
+CHANNEL_KEY_FD = "GRADER_CHANNEL_KEY_FD"
+CHANNEL_KEY_BYTES = 32
 JUDGE = "GRADER_JUDGE"  # what the judge needs to know: student modules, paths (not secret)
 _PR_SET_DUMPABLE = 4
 
@@ -77,13 +81,28 @@ def _undumpable() -> None:
             raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0) failed")
 
 
+def _read_key(fd: int) -> bytes:
+    """The key from its pipe, read to its end (the grader closed its write end) and closed."""
+    key = b""
+    try:
+        while chunk := os.read(fd, CHANNEL_KEY_BYTES + 1):
+            key += chunk
+    finally:
+        os.close(fd)
+    if len(key) != CHANNEL_KEY_BYTES:
+        raise RuntimeError(f"the channel key's pipe held {len(key)} bytes")
+    return key
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    fd, key = os.environ.pop(CHANNEL_FD, None), os.environ.pop(CHANNEL_KEY, None)
+    fd, key_fd = os.environ.pop(CHANNEL_FD, None), os.environ.pop(CHANNEL_KEY_FD, None)
     judge = os.environ.pop(JUDGE, None)
-    if fd is None or key is None:
+    if fd is None or key_fd is None:
         return
-    _undumpable()
-    state.channel = _Channel(int(fd), bytes.fromhex(key))
+    _undumpable()  # first: the key is only ever in a process no other one can look into
+    key = _read_key(int(key_fd))
+    os.set_inheritable(int(fd), False)  # no process the judge starts gets the channel
+    state.channel = _Channel(int(fd), key)
     if judge is not None:
         settings = json.loads(judge)
         host_process.settings.student = frozenset(settings["student"])

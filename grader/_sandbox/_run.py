@@ -18,7 +18,7 @@ from typing import Any, Literal
 from coursekit.runner import LAB_PYTEST_ENV
 from grader._judge import plugin as judge_plugin
 from grader._sandbox._argv import PRIVATE_TMP, as_user, bwrap_prefix, inner_limits
-from grader._sandbox._channel import keep_tail, read_lines, verify
+from grader._sandbox._channel import keep_tail, key_pipe, read_lines, verify
 from grader._sandbox._limits import Limits, apply_limits
 from grader._sandbox._seccomp import denied_calls_filter
 from grader._sandbox._sweep import RUN_MARKER, kill_everything
@@ -136,7 +136,8 @@ def run_tests(
     if user is not None and not mounts:
         give_to(workdir, user)
     read_end, write_end = os.pipe()
-    key = secrets.token_bytes(32)
+    key = secrets.token_bytes(judge_plugin.CHANNEL_KEY_BYTES)
+    key_read = key_pipe(key)
     marker = secrets.token_hex(8)
     started = time.time()
     env = {
@@ -149,7 +150,7 @@ def run_tests(
         "PYTHONDONTWRITEBYTECODE": "1",
         **LAB_PYTEST_ENV,  # the judge's own pytest passes these on to the in-host one
         judge_plugin.CHANNEL_FD: str(write_end),
-        judge_plugin.CHANNEL_KEY: key.hex(),
+        judge_plugin.CHANNEL_KEY_FD: str(key_read),
     }
     if judge is not None:
         env[judge_plugin.JUDGE] = json.dumps(
@@ -181,7 +182,7 @@ def run_tests(
         *tests,
     ]
     drop_in_child = user
-    passed = [write_end]
+    passed = [write_end, key_read]
     if use_bwrap:
         # bwrap starts as root so that it can mount what it needs; setpriv then drops to
         # the job's user just before Python starts.

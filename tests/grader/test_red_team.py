@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import csv
 import io
+import json
+import re
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -298,8 +301,42 @@ def _utf7_module() -> bytes:
     return body.encode("utf-7")
 
 
+# Counts the 32-byte hex secrets that any process's environment or command line shows in
+# /proc, and says how many in each failure: the channel's key must be in none (bubblewrap's
+# init, the sandbox's pid 1, is the student's uid when a normal user grades, and it keeps
+# the environment it was started with).
+KEY_PROBE = """
+import glob, re
+
+
+def _keys_in_proc():
+    found = 0
+    for path in glob.glob("/proc/[0-9]*/environ") + glob.glob("/proc/[0-9]*/cmdline"):
+        try:
+            data = open(path, "rb").read()
+        except OSError:
+            continue
+        found += len(re.findall(rb"(?:^|[=\\0])[0-9a-f]{64}(?=\\0|$)", data))
+    return found
+
+
+SEEN = _keys_in_proc()
+
+
+async def read_file(options, path, *, offset=1, limit=None, signal=None):
+    raise NotImplementedError(f"Lab 8.1 read is not implemented yet; keys in /proc: {SEEN}")
+"""
+
+
 @pytest.fixture(scope="module")
-def graded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, str]]:
+def red_team_out(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("red-team-out")
+
+
+@pytest.fixture(scope="module")
+def graded(
+    tmp_path_factory: pytest.TempPathFactory, red_team_out: Path
+) -> dict[str, dict[str, str]]:
     submissions = tmp_path_factory.mktemp("red-team")
     for name, attack in ATTACKS.items():
         module = submissions / name / READ
@@ -312,6 +349,9 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, str]
     # still on its stub is recorded failed without running, and with no judged pass the
     # diversion could earn nothing however well it worked (see the test of it below).
     start_on_its_stub(divert.parents[3], LAB.stage("8.2").modules[0])
+    probe = submissions / "key-in-proc" / READ
+    probe.parent.mkdir(parents=True)
+    probe.write_text(KEY_PROBE)
     utf7 = submissions / "utf7-cookie" / READ
     utf7.parent.mkdir(parents=True)
     utf7.write_bytes(_utf7_module())
@@ -319,7 +359,7 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, str]
     # rest on its stubs (the whole reference is graded beside the cheating samples in
     # test_grading.py).
     solved_modules(submissions / "honest", [HONEST_STAGE])
-    out = tmp_path_factory.mktemp("red-team-out")
+    out = red_team_out
     # The honest reference must finish, also beside other grader modules on a loaded machine.
     limits = Limits(wall_seconds=300, test_seconds=30)
     grade_submissions(submissions, out, GradeOptions(jobs=2, limits=limits))
@@ -327,12 +367,25 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, str]
     return {row["student"]: row for row in rows}
 
 
-@pytest.mark.parametrize("attack", [*sorted(ATTACKS), "utf7-cookie"])
+@pytest.mark.parametrize("attack", [*sorted(ATTACKS), "utf7-cookie", "key-in-proc"])
 def test_an_attack_earns_nothing(graded: dict[str, dict[str, str]], attack: str) -> None:
     row = graded[attack]
     assert (float(row["total"]), float(row["bonus"])) == (0.0, 0.0), row
     # An attack may break its own run (garbage on the host's sockets ends in a timeout).
     assert row["status"] in ("graded", "flagged", "crashed", "timeout"), row
+
+
+def test_no_process_a_job_can_read_shows_the_channels_key(
+    graded: dict[str, dict[str, str]], red_team_out: Path
+) -> None:
+    result = red_team_out / "submissions" / "key-in-proc" / "result.json"
+    messages = [test["message"] for test in json.loads(result.read_text())["tests"]]
+    counts = {int(m) for message in messages for m in re.findall(r"keys in /proc: (\d+)", message)}
+    assert counts == {0}, (
+        f"the student's code read a 32-byte hex secret in /proc ({sorted(counts)} found, "
+        "none expected): the channel's key must reach the judge through a pipe, never an "
+        f"environment or a command line. {messages[:1]}"
+    )
 
 
 def test_an_interrupted_judge_goes_on_and_scores_the_run(

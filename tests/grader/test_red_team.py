@@ -9,9 +9,6 @@ globals, pytest's hooks, the test files and the static scan."""
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 import re
 import textwrap
 from pathlib import Path
@@ -21,7 +18,7 @@ import pytest
 from coursekit import load_lab
 from grader import GradeOptions, grade_submissions
 from grader._sandbox import Limits
-from tests.grader.graded_class import solved_modules, start_on_its_stub
+from tests.grader.graded_class import gradebook, result_of, solved_modules, start_on_its_stub
 
 LAB = load_lab("08")
 READ = "src/picourse/coding_tools/read.py"
@@ -359,12 +356,10 @@ def graded(
     # rest on its stubs (the whole reference is graded beside the cheating samples in
     # test_grading.py).
     solved_modules(submissions / "honest", [HONEST_STAGE])
-    out = red_team_out
     # The honest reference must finish, also beside other grader modules on a loaded machine.
     limits = Limits(wall_seconds=300, test_seconds=30)
-    grade_submissions(submissions, out, GradeOptions(jobs=2, limits=limits))
-    rows = csv.DictReader(io.StringIO((out / "gradebook.csv").read_text()))
-    return {row["student"]: row for row in rows}
+    grade_submissions(submissions, red_team_out, GradeOptions(jobs=2, limits=limits))
+    return gradebook(red_team_out)
 
 
 @pytest.mark.parametrize("attack", [*sorted(ATTACKS), "utf7-cookie", "key-in-proc"])
@@ -378,8 +373,7 @@ def test_an_attack_earns_nothing(graded: dict[str, dict[str, str]], attack: str)
 def test_no_process_a_job_can_read_shows_the_channels_key(
     graded: dict[str, dict[str, str]], red_team_out: Path
 ) -> None:
-    result = red_team_out / "submissions" / "key-in-proc" / "result.json"
-    messages = [test["message"] for test in json.loads(result.read_text())["tests"]]
+    messages = [test["message"] for test in result_of(red_team_out, "key-in-proc")["tests"]]
     counts = {int(m) for message in messages for m in re.findall(r"keys in /proc: (\d+)", message)}
     assert counts == {0}, (
         f"the student's code read a 32-byte hex secret in /proc ({sorted(counts)} found, "

@@ -23,5 +23,6 @@ async def write_file(options: CodingToolOptions, path: str, content: str) -> Too
 
 
 def write_atomic(path: str, data: bytes | bytearray) -> None:
-    # Lab 8.3: temp file in the same directory, then rename over the target.
+    # Lab 8.3: temp file in the same directory, then rename over the target. ``path`` is a
+    # real path: callers (write, edit) resolve symlinks first (canonical_key).
     raise NotImplementedError("Lab 8.3 write_atomic is not implemented yet")

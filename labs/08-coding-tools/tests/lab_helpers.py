@@ -5,9 +5,11 @@ from __future__ import annotations
 import _thread
 import asyncio
 import contextlib
+import errno
 import os
 import signal
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -512,3 +514,39 @@ def track_descriptors(monkeypatch: pytest.MonkeyPatch, folder: Path) -> Callable
         return [os.path.relpath(name, root) for fd, status, name in opened if refers_to(fd, status)]
 
     return still_open
+
+
+def resolving_fails_for(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    """Make ``os.path.realpath`` (and so ``Path.resolve``) fail for a path whose last part is
+    ``name`` from its second call on, as when another program swaps a symlink in the path
+    for a file after the workspace check resolved it: lstat sees a link, readlink finds none
+    (EINVAL). It patches the process the tools run in: the grader runs such a test there."""
+    real = os.path.realpath
+    calls = 0
+
+    def swapped_meanwhile(path: Any, *args: Any, **kwargs: Any) -> Any:
+        nonlocal calls
+        if os.path.basename(os.fsdecode(path)) == name:
+            calls += 1
+            if calls > 1:
+                raise OSError(errno.EINVAL, os.strerror(errno.EINVAL), path)
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(os.path, "realpath", swapped_meanwhile)
+
+
+def refuse_to_spawn(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Make every way of starting a process fail and record the attempt."""
+    spawned: list[str] = []
+
+    def refuse(name: str) -> Callable[..., Any]:
+        def spawn(*args: Any, **kwargs: Any) -> Any:
+            spawned.append(name)
+            raise OSError(f"test: {name} called for a command that must not start")
+
+        return spawn
+
+    monkeypatch.setattr(subprocess.Popen, "_execute_child", refuse("subprocess"))
+    monkeypatch.setattr(os, "posix_spawn", refuse("os.posix_spawn"))
+    monkeypatch.setattr(os, "fork", refuse("os.fork"))
+    return spawned

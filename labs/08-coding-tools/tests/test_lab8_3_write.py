@@ -39,6 +39,7 @@ from lab_helpers import (
     finished_within,
     opened_on_this_thread,
     raise_task_failures,
+    resolving_fails_for,
     run,
     snapshot,
     socket_target,
@@ -220,6 +221,26 @@ WRITE_CASES: dict[str, Callable[[Path, pytest.MonkeyPatch], tuple[str, str]]] = 
     "disk-full": _disk_full,
     "rename-fails-temp-gone": _temp_gone,
 }
+
+
+def test_a_path_that_changes_while_it_is_resolved_is_an_error_result_naming_it(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (workspace / "f.txt").write_text("old\n")
+    resolving_fails_for(monkeypatch, "f.txt")  # swapped after the workspace check
+    out = call_now(create_coding_tools(workspace), "write", path="f.txt", content="new\n")
+    message = text_of(out)
+    if not out.is_error:  # this write never asked os.path.realpath about f.txt
+        assert (workspace / "f.txt").read_text() == "new\n", message
+        return
+    assert "f.txt" in message and str(workspace) not in message, (
+        "invariant: an OSError from resolving the path (os.path.realpath fails when another "
+        "program swaps a symlink in it meanwhile: here after the workspace check, as "
+        "canonical_key resolves it) is an error result like every other, and "
+        f"it names the file as the model gave it ('f.txt'). Got: {message!r}"
+    )
+    assert (workspace / "f.txt").read_text() == "old\n", "a write that failed changes nothing"
+    assert sorted(p.name for p in workspace.iterdir()) == ["f.txt"], "and leaves no temp file"
 
 
 @pytest.mark.parametrize("case", list(WRITE_CASES))
@@ -1875,9 +1896,12 @@ def test_temp_files_of_killed_writers_are_removed(
         stale = {p.name for p in workspace.iterdir()} - leaked
         assert stale, "the killed writer left no temp file in the target's directory"
         # Many other files: a cleanup must look at every entry, whatever the order. Some only
-        # contain a dead writer's temp name: they are the user's, not temp files.
+        # contain a dead writer's temp name: they are the user's, not temp files. A copy's
+        # name (other text, then the temp name) is one only where temp names begin with text
+        # of their own: "copy of f.txt.pi-1-….tmp" is a temp name of "copy of f.txt".
         others = {f"note{n:02d}.txt" for n in range(40)}
-        others |= {f"{name}.bak" for name in stale} | {f"copy of {name}" for name in stale}
+        others |= {f"{name}.bak" for name in stale}
+        others |= {f"copy of {name}" for name in stale if not name.startswith("f.txt")}
         for name in others:
             (workspace / name).write_text("keep\n")
         if not removable:  # another user's temp file in a shared (sticky) directory

@@ -24,6 +24,7 @@ from lab_helpers import (
     play_fifo_writer,
     raise_task_failures,
     refers_to,
+    resolving_fails_for,
     run,
     snapshot,
     text_of,
@@ -455,6 +456,25 @@ def test_edit_refuses_to_leave_the_workspace(workspace: Path, outside: Path) -> 
             f"edit must use the workspace resolver and refuse {path!r}"
         )
     assert snapshot(outside) == before, "nothing outside the workspace may change"
+
+
+def test_a_path_that_changes_while_it_is_resolved_is_an_error_result_naming_it(
+    workspace: Path, app: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    before = app.read_bytes()
+    resolving_fails_for(monkeypatch, "app.py")  # swapped after the workspace check
+    out = edit(workspace, old_text="'hello '", new_text="'hi '")
+    message = text_of(out)
+    if not out.is_error:  # this edit never asked os.path.realpath about app.py
+        assert app.read_text() == SOURCE.replace("'hello '", "'hi '"), message
+        return
+    assert "app.py" in message and str(workspace) not in message, (
+        "invariant: an OSError from resolving the path (os.path.realpath fails when another "
+        "program swaps a symlink in it meanwhile: here after the workspace check, as "
+        "canonical_key resolves it) is an error result like every other, and "
+        f"it names the file as the model gave it ('app.py'). Got: {message!r}"
+    )
+    assert app.read_bytes() == before, "an edit that failed changes nothing"
 
 
 @pytest.mark.parametrize("name", ["app.py", "alias.py"], ids=["file", "symlink"])

@@ -14,7 +14,6 @@ import os
 import re
 import shlex
 import shutil
-import subprocess
 import sys
 import textwrap
 import threading
@@ -33,6 +32,7 @@ from lab_helpers import (
     call,
     call_now,
     raise_task_failures,
+    refuse_to_spawn,
     run,
     spy_on_listeners,
     text_of,
@@ -929,23 +929,6 @@ def test_the_timeout_lasts_bash_timeout_ms_to_the_millisecond(
         f"call's timer was due in {max(far or [0]):.3f} s: convert milliseconds to seconds "
         "with bash_timeout_ms / 1000, never round to whole seconds (// 1000, int(...))"
     )
-
-
-def refuse_to_spawn(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Make every way of starting a process fail and record the attempt."""
-    spawned: list[str] = []
-
-    def refuse(name: str) -> Callable[..., Any]:
-        def spawn(*args: Any, **kwargs: Any) -> Any:
-            spawned.append(name)
-            raise OSError(f"test: {name} called for a command that must not start")
-
-        return spawn
-
-    monkeypatch.setattr(subprocess.Popen, "_execute_child", refuse("subprocess"))
-    monkeypatch.setattr(os, "posix_spawn", refuse("os.posix_spawn"))
-    monkeypatch.setattr(os, "fork", refuse("os.fork"))
-    return spawned
 
 
 def test_an_abort_before_start_spawns_nothing(

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from lab_helpers import call, call_now, run, snapshot, text_of
+from lab_helpers import call, call_now, refuse_to_spawn, run, snapshot, text_of
 from picourse.abort import AbortController
 from picourse.coding_tools import (
     DEFAULT_MUTATION_QUEUE,
@@ -431,29 +431,45 @@ def test_an_edit_asks_about_the_file_by_the_path_it_was_given(workspace: Path) -
     ], "the diff's headers name the file: a/ and b/ before the path as given"
 
 
+def aborted_while_deciding(workspace: Path, tool: str, arguments: dict[str, Any]) -> ToolOutput:
+    """Call ``tool`` with an approver that sees the abort fire (the person pressed stop while
+    the question waited), then approves."""
+    controller = AbortController()
+
+    async def approver(request: ConfirmRequest) -> bool:
+        controller.abort("user pressed stop")
+        return True
+
+    return run(call(tools(workspace, approver), tool, arguments, signal=controller.signal))
+
+
 def test_an_abort_while_the_person_decides_stops_the_edit(workspace: Path) -> None:
     path = workspace / "app.py"
     path.write_text("x = 1\ny = 2\n")
     inode = path.stat().st_ino
-    controller = AbortController()
-
-    async def approver(request: ConfirmRequest) -> bool:
-        controller.abort("user pressed stop")  # Ctrl-C while the question waits, then yes
-        return True
-
-    out = run(
-        call(
-            tools(workspace, approver),
-            "edit",
-            {"path": "app.py", "old_text": "x = 1", "new_text": "x = 3"},
-            signal=controller.signal,
-        )
+    out = aborted_while_deciding(
+        workspace, "edit", {"path": "app.py", "old_text": "x = 1", "new_text": "x = 3"}
     )
     assert out.is_error and "aborted" in text_of(out) and "app.py" in text_of(out), (
         "invariant: an abort that fires while the approver decides stops the edit: check the "
         f"signal again after the approval, right before the write. Got: {text_of(out)!r}"
     )
     assert path.read_text() == "x = 1\ny = 2\n" and path.stat().st_ino == inode
+
+
+def test_an_abort_while_the_person_decides_stops_the_command(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spawned = refuse_to_spawn(monkeypatch)
+    out = aborted_while_deciding(workspace, "bash", {"command": "touch ran.txt"})
+    assert not spawned, (
+        f"invariant: an abort that fires while the approver decides stops the command: bash "
+        f"started a process ({spawned[0]}); check the signal again after the approval, before "
+        "spawning anything"
+    )
+    assert out.is_error and "aborted" in text_of(out) and out.details.aborted, (
+        f"a command aborted while the person decided ends as aborted. Got: {text_of(out)!r}"
+    )
 
 
 @pytest.mark.parametrize("tool", ["write", "edit"])

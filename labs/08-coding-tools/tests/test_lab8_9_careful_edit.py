@@ -446,6 +446,32 @@ def test_several_matches_are_counted_one_by_one_and_name_each_line_once(
     )
 
 
+def test_many_matches_name_lines_of_theirs_and_count_the_rest_right(workspace: Path) -> None:
+    path = workspace / "todo.txt"
+    data = "".join(f"item {n}\nTODO\n" for n in range(1, 121)).encode()  # lines 2, 4, ... 240
+    path.write_bytes(data)
+    tools = session(workspace)
+    read(tools, "todo.txt")
+    out = edit(tools, "todo.txt", old_text="TODO", new_text="DONE")
+    refused(out, path, data, "edits[0]", "matches 120 times")
+    said = text_of(out)
+    listed = re.search(r"lines (\d+(?:, \d+)*)", said)
+    named = [int(n) for n in listed.group(1).split(", ")] if listed else []
+    assert named[:3] == [2, 4, 6] and all(n % 2 == 0 and n <= 240 for n in named), (
+        "invariant: a refusal of several matches names the lines they are on, in order, "
+        f"from the first (2, 4, 6, ...), however many there are. Got: {said!r}"
+    )
+    assert named == sorted(set(named)), f"each line once, in order. Got: {said!r}"
+    more = re.search(r"(\d+) more", said)
+    if more:
+        assert len(named) + int(more.group(1)) == 120, (
+            f"invariant: {len(named)} lines named and {more.group(1)} more must make the 120 "
+            f"lines of the matches. Got: {said!r}"
+        )
+    else:
+        assert len(named) == 120, f"name every line, or how many more: got {said!r}"
+
+
 def test_the_lines_of_several_matches_are_counted_like_read(workspace: Path) -> None:
     path = workspace / "odd.txt"
     data = "form\x0cfeed and line\u2028separator\nvalue\nother\nvalue\n".encode()

@@ -135,69 +135,72 @@ def run_tests(
         home.mkdir()
     if user is not None and not mounts:
         give_to(workdir, user)
-    read_end, write_end = os.pipe()
-    key = secrets.token_bytes(judge_plugin.CHANNEL_KEY_BYTES)
-    key_read = key_pipe(key)
-    marker = secrets.token_hex(8)
-    started = time.time()
-    env = {
-        RUN_MARKER: marker,
-        "PATH": "/usr/local/bin:/usr/bin:/bin",
-        "HOME": str(home),
-        "TMPDIR": str(home),
-        "LANG": "C.UTF-8",
-        "PYTHONPATH": str(plugin_dir),
-        "PYTHONDONTWRITEBYTECODE": "1",
-        **LAB_PYTEST_ENV,  # the judge's own pytest passes these on to the in-host one
-        judge_plugin.CHANNEL_FD: str(write_end),
-        judge_plugin.CHANNEL_KEY_FD: str(key_read),
-    }
-    if judge is not None:
-        env[judge_plugin.JUDGE] = json.dumps(
-            {
-                "student": judge.student_modules,
-                "src": str(workdir / "src"),
-                "workdir": str(workdir),
-                "tests": str(plugin_dir / "judge" / "tests"),
-                "test_files": selection,
-                "marker": [RUN_MARKER, marker],
-                "timeout": limits.test_seconds,
-            }
-        )
-    command = [
-        sys.executable,
-        "-P",  # never the working directory (the student's) on the judge's sys.path
-        "-m",
-        "pytest",
-        "-p",
-        f"{PACKAGE}.plugin",
-        "-p",
-        "no:cacheprovider",
-        "-q",
-        "--tb=no",
-        "-o",
-        "addopts=",
-        "--continue-on-collection-errors",
-        f"--timeout={limits.test_seconds:g}",
-        *tests,
-    ]
-    drop_in_child = user
-    passed = [write_end, key_read]
-    if use_bwrap:
-        # bwrap starts as root so that it can mount what it needs; setpriv then drops to
-        # the job's user just before Python starts.
-        passed.append(denied_calls_filter())
-        prefix = bwrap_prefix(workdir, plugin_dir, limits, passed[-1], mounts)
-        if user is not None:
-            prefix += as_user(user)
-            drop_in_child = None
-        command = prefix + inner_limits(limits) + command
     isolation = f"bwrap ({describe(user)})" if use_bwrap else "unsafe: no sandbox (rlimits only)"
     if os.geteuid() == 0 and user is None:
         isolation += " (as root: no process-count limit)"
     outcome = RunOutcome(isolation=isolation)
-    process_started = time.perf_counter()
+    read_end, write_end = os.pipe()
+    # Closed here once the child has them, or when it never starts: building the command
+    # (the seccomp filter, bwrap's arguments) or the fork itself can fail.
+    passed = [write_end]
     try:
+        key = secrets.token_bytes(judge_plugin.CHANNEL_KEY_BYTES)
+        key_read = key_pipe(key)
+        passed.append(key_read)
+        marker = secrets.token_hex(8)
+        started = time.time()
+        env = {
+            RUN_MARKER: marker,
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "HOME": str(home),
+            "TMPDIR": str(home),
+            "LANG": "C.UTF-8",
+            "PYTHONPATH": str(plugin_dir),
+            "PYTHONDONTWRITEBYTECODE": "1",
+            **LAB_PYTEST_ENV,  # the judge's own pytest passes these on to the in-host one
+            judge_plugin.CHANNEL_FD: str(write_end),
+            judge_plugin.CHANNEL_KEY_FD: str(key_read),
+        }
+        if judge is not None:
+            env[judge_plugin.JUDGE] = json.dumps(
+                {
+                    "student": judge.student_modules,
+                    "src": str(workdir / "src"),
+                    "workdir": str(workdir),
+                    "tests": str(plugin_dir / "judge" / "tests"),
+                    "test_files": selection,
+                    "marker": [RUN_MARKER, marker],
+                    "timeout": limits.test_seconds,
+                }
+            )
+        command = [
+            sys.executable,
+            "-P",  # never the working directory (the student's) on the judge's sys.path
+            "-m",
+            "pytest",
+            "-p",
+            f"{PACKAGE}.plugin",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            "--tb=no",
+            "-o",
+            "addopts=",
+            "--continue-on-collection-errors",
+            f"--timeout={limits.test_seconds:g}",
+            *tests,
+        ]
+        drop_in_child = user
+        if use_bwrap:
+            # bwrap starts as root so that it can mount what it needs; setpriv then drops to
+            # the job's user just before Python starts.
+            passed.append(denied_calls_filter())
+            prefix = bwrap_prefix(workdir, plugin_dir, limits, passed[-1], mounts)
+            if user is not None:
+                prefix += as_user(user)
+                drop_in_child = None
+            command = prefix + inner_limits(limits) + command
+        process_started = time.perf_counter()
         process = subprocess.Popen(
             command,
             cwd=workdir,
@@ -209,6 +212,9 @@ def run_tests(
             start_new_session=True,
             preexec_fn=lambda: apply_limits(limits, user, drop=drop_in_child is not None),
         )
+    except BaseException:
+        os.close(read_end)
+        raise
     finally:
         for fd in passed:
             os.close(fd)

@@ -3,7 +3,10 @@ holds, run through the same path as a submission's tests."""
 
 from __future__ import annotations
 
+import errno
+import os
 import socket
+import subprocess
 import textwrap
 from pathlib import Path
 
@@ -20,6 +23,7 @@ from grader._sandbox import (
     require_sandbox,
     run_tests,
 )
+from grader._sandbox._seccomp import FilterUnavailable
 from grader._sandbox._users import closed_ancestors, interpreter_paths
 
 INSIDE = """
@@ -154,6 +158,37 @@ def test_a_failing_setup_is_reported_once_as_failed(tmp_path: Path) -> None:
         if r.get("type") == "test"
     ]
     assert records == [("test_needs_it", False), ("test_fine", True)], records
+
+
+@pytest.mark.parametrize(
+    ("place", "name", "error"),
+    [
+        (_run, "denied_calls_filter", FilterUnavailable("libseccomp.so.2: cannot open")),
+        (_run, "bwrap_prefix", OSError(errno.ENOENT, "No such file or directory")),
+        (subprocess, "Popen", OSError(errno.EAGAIN, "Resource temporarily unavailable")),
+    ],
+    ids=["seccomp-filter", "bwrap-arguments", "fork"],
+)
+def test_a_run_that_never_starts_leaves_no_descriptor_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, place: object, name: str, error: Exception
+) -> None:
+    """The channel and key pipes are made before the command is built and the process
+    forked; either can fail, and a grader that lost descriptors on each such job would
+    run out of them in a large class."""
+    assert bwrap_available(), "bubblewrap and setpriv are needed (.ci/run installs them)"
+    workdir, scratch = _one_passing_test(tmp_path)
+
+    def fail(*args: object, **kwargs: object) -> None:
+        raise error
+
+    with UserPool(1) as pool, pool.user() as user:
+        before = set(os.listdir("/proc/self/fd"))
+        with monkeypatch.context() as patched:
+            patched.setattr(place, name, fail)
+            with pytest.raises(type(error)):
+                run_tests(workdir, scratch, Limits(wall_seconds=120), "bwrap", user)
+        left = set(os.listdir("/proc/self/fd")) - before
+    assert not left, f"descriptors left open by a run that never started: {sorted(left)}"
 
 
 def test_without_a_working_sandbox_grading_is_refused_with_what_to_do(

@@ -259,6 +259,34 @@ def test_a_command_aborted_while_the_user_decides_is_not_started(
     assert not (tmp_path / "ran").exists()
 
 
+def test_a_fork_refused_at_the_process_limit_says_so(solved_src: Path, tmp_path: Path) -> None:
+    # fork fails with EAGAIN when the user's process limit is reached (root never meets it,
+    # so the child's event loop refuses the spawn as the kernel would).
+    result = run_case(
+        solved_src,
+        tmp_path,
+        """
+        async def main():
+            loop = asyncio.get_running_loop()
+
+            async def refused(*args, **kwargs):
+                raise BlockingIOError(errno.EAGAIN, os.strerror(errno.EAGAIN))
+
+            loop.subprocess_exec = refused
+            tools = create_coding_tools(sys.argv[1])
+            result = await execute_tool_call(ToolCall("1", "bash", {"command": "true"}), tools)
+            report({"error": result.is_error, "text": result.content[0].text})
+
+        asyncio.run(main())
+        """,
+    )
+    assert result["error"], result
+    assert "process limit" in result["text"] and "end some processes" in result["text"], (
+        f"a refused fork must say what to do about it: {result}"
+    )
+    assert "bash is installed" not in result["text"], result
+
+
 def test_output_past_the_budget_still_drains_when_no_descriptor_is_left(
     solved_src: Path, tmp_path: Path
 ) -> None:

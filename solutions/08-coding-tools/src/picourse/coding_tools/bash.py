@@ -42,6 +42,10 @@ DRAIN_AFTER_KILL_SECONDS = 2.0
 # Linux passes at most 32 pages (131072 bytes, its NUL included) in one argument.
 MAX_COMMAND_BYTES = 131071
 _PIPE_BYTES = 1 << 20
+_PROCESS_LIMIT = (
+    "This user's process limit (ulimit -u, which counts threads) is reached: end some "
+    "processes and try again."
+)
 T = TypeVar("T")
 
 # A word that starts with /, ~/ or ../ at the start or after whitespace or ;&|<>().
@@ -138,6 +142,8 @@ async def run_bash(
                 "environment variables, or write the script to a file in the workspace and "
                 "run it: bash script.sh"
             )
+        if getattr(error, "errno", None) == errno.EAGAIN:  # fork refused: no process to be had
+            return refused(f"Could not start bash: {os.strerror(errno.EAGAIN)}. {_PROCESS_LIMIT}")
         return refused(
             f"Could not start bash in {options.cwd}: {getattr(error, 'strerror', None) or error}. "
             "Check that the workspace directory exists and bash is installed."
@@ -146,10 +152,7 @@ async def run_bash(
         # Python 3.11's asyncio (and macOS's) watches each child from a thread of its own;
         # when none can be started, bash may already run, unwatched, its pid unknown.
         await in_thread(scope.sweep_unattached)
-        return refused(
-            f"Could not start bash: {error} to watch it. This user's process limit "
-            "(ulimit -u, which counts threads) is reached: end some processes and try again."
-        )
+        return refused(f"Could not start bash: {error} to watch it. {_PROCESS_LIMIT}")
     scope.attach(transport.get_pid())
     ending: asyncio.Future[str] = loop.create_future()
 

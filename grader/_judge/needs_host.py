@@ -3,10 +3,14 @@
 A test that patches the process it runs in (``monkeypatch``), measures its memory
 (``tracemalloc``), touches a student class or value other than by calling it, or hands
 the student's code an object of a library (a ``rich`` console, a file) needs the
-student's objects in its own process. In the judge those uses raise :class:`NeedsHost`,
-which is also recorded, so that catching it changes nothing: the test is run again in
-the host (see ``hosted.py``) and earns only what an in-host test earns. The decision
-depends on what the test does, never on a list of tests, and never on the student's code.
+student's objects in its own process, and so does a test that says it watches the event
+loop the tools run on (marked ``watches_the_event_loop``: in the judge the tools run on the
+host's loop, which the test's own loop never waits for), or one that calls the student's
+code from a thread of its own (``remote.py``). In the judge those uses raise
+:class:`NeedsHost`, which is also recorded, so that catching it changes nothing: the test
+is run again in the host (see ``hosted.py``) and earns only what an in-host test earns.
+The decision depends on what the test does, never on a list of tests, and never on the
+student's code.
 """
 
 from __future__ import annotations
@@ -17,6 +21,9 @@ import tracemalloc
 from collections.abc import Callable
 from typing import Any
 
+# The marker of a test whose own event loop must run while a tool call runs (a task on it
+# answers the command, say): only in the tools' process does a loop they block stop it.
+WATCHES_THE_EVENT_LOOP = "watches_the_event_loop"
 raised: list[str] = []
 # Set while the judge decodes what the host sent or runs what the host asked it to run (a
 # callback). The student's code must never decide where a test runs: a NeedsHost raised

@@ -171,6 +171,8 @@ def pytest_fixture_setup(fixturedef: pytest.FixtureDef[Any], request: Any) -> An
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     needs_host.raised.clear()
+    if state.judging and item.get_closest_marker(needs_host.WATCHES_THE_EVENT_LOOP):
+        raise needs_host.NeedsHost("the test watches the event loop the tools run on")
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -14,6 +14,7 @@ import inspect
 import itertools
 import socket
 import sys
+import threading
 import weakref
 from typing import Any
 
@@ -225,7 +226,17 @@ _links: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Future[_Lin
 )
 
 
+def _from_the_test_thread() -> None:
+    """The host runs every call on its one event loop, in its one thread: a test that calls
+    the student's code from another thread (another event loop, as two agents side by side,
+    or a worker) would see the calls meet there, ordered or blocked as in no process of its
+    own. Such a test runs in the host, where its threads are real."""
+    if threading.current_thread() is not threading.main_thread() and not for_the_host.get():
+        raise NeedsHost("the test calls the student's code from a thread of its own")
+
+
 async def call_async(target: dict[str, Any], args: Any, kwargs: Any) -> Any:
+    _from_the_test_thread()
     loop = asyncio.get_running_loop()
     pending = _links.get(loop)
     if pending is None:
@@ -244,6 +255,7 @@ async def call_async(target: dict[str, Any], args: Any, kwargs: Any) -> Any:
 
 
 def call_sync(target: dict[str, Any], args: Any, kwargs: Any) -> Any:
+    _from_the_test_thread()
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         try:
             sock.connect(host.address())

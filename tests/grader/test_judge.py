@@ -237,6 +237,34 @@ def test_every_test_using_a_fixture_that_patches_goes_to_the_host(tmp_path: Path
     assert len(errors) == 2 and all("NeedsHost" in line for line in errors), completed.stdout
 
 
+_WATCHES_THE_LOOP = """
+import pytest
+
+@pytest.mark.watches_the_event_loop
+def test_watching():
+    pass
+
+def test_plain():
+    pass
+"""
+
+
+def test_a_test_that_watches_the_event_loop_goes_to_the_host(tmp_path: Path) -> None:
+    # A task on the test's loop answers the command while bash runs: in the judge the
+    # student's code runs on the host's loop, so a grace waited out on that loop (a blocked
+    # loop) never stopped the test's, and the test passed there but not in the lab's run.
+    conftest = _JUDGING + (
+        "\n\ndef pytest_configure(config):\n"
+        '    config.addinivalue_line("markers", "watches_the_event_loop: in the host")\n'
+    )
+    completed = judge_pytest(tmp_path, _WATCHES_THE_LOOP, conftest, "-rA")
+    errors = [line for line in completed.stdout.splitlines() if line.startswith("ERROR")]
+    assert len(errors) == 1 and "test_watching" in errors[0], completed.stdout
+    assert "NeedsHost" in errors[0], errors
+    assert "the test watches the event loop the tools run on" in completed.stdout, errors
+    assert "PASSED test_file.py::test_plain" in completed.stdout, completed.stdout
+
+
 # An in-host batch that takes longer than one test's timeout (its tests each in time).
 _SLOW_BATCH = (
     _JUDGING
@@ -740,6 +768,40 @@ def test_an_answer_too_deep_to_decode_fails_its_call_and_says_why() -> None:
     answer = asyncio.run(settle())
     with pytest.raises(WireError, match="cannot be used: RecursionError"):
         answer.result()
+
+
+def test_a_call_from_a_thread_of_the_test_marks_the_test_for_the_host() -> None:
+    # The host runs every call on its one event loop: two agents' loops in two threads of
+    # the test would meet there, one lane where the test has two. In the host's own
+    # process the test's threads are real.
+    from grader._judge import remote
+
+    target = {"ref": 1, "method": "edit"}
+    errors: list[BaseException | None] = []
+    recorded: list[list[str]] = []
+
+    def call(kind: str) -> None:
+        needs_host.raised.clear()
+        try:
+            if kind == "async":
+                asyncio.run(remote.call_async(target, (), {}))
+            else:
+                remote.call_sync(target, (), {})
+        except BaseException as error:  # noqa: BLE001 - looked at in the test's thread
+            errors.append(error)
+        else:
+            errors.append(None)
+        recorded.append(list(needs_host.raised))
+
+    for kind in ("async", "sync"):
+        errors.clear()
+        recorded.clear()
+        worker = threading.Thread(target=call, args=(kind,))
+        worker.start()
+        worker.join(30)
+        assert isinstance(errors[0], needs_host.NeedsHost), (kind, errors)
+        assert "a thread of its own" in str(errors[0]) and recorded[0], (kind, recorded)
+    needs_host.raised.clear()
 
 
 def test_what_the_host_asks_the_judge_to_run_never_moves_a_test() -> None:

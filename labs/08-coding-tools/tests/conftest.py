@@ -34,6 +34,11 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "challenge: proves more than the chapter asks; optional, scored as a bonus"
     )
+    config.addinivalue_line(
+        "markers",
+        "watches_the_event_loop: the test's own event loop must run while a tool call runs "
+        "(the grader runs such a test in the process of the tools)",
+    )
 
 
 @pytest.fixture(autouse=True)

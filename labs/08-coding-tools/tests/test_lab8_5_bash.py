@@ -470,6 +470,7 @@ def test_the_group_gets_a_grace_to_clean_up_before_sigkill(workspace: Path, shap
     )
 
 
+@pytest.mark.watches_the_event_loop
 def test_the_event_loop_keeps_running_during_the_grace(workspace: Path) -> None:
     command = script(workspace, "handshake.py", HANDSHAKE)
 

@@ -535,6 +535,18 @@ def resolving_fails_for(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
     monkeypatch.setattr(os.path, "realpath", swapped_meanwhile)
 
 
+def assert_names_the_file_it_could_not_resolve(out: ToolOutput, name: str, workspace: Path) -> None:
+    """A call whose path stopped resolving (``resolving_fails_for``) ended in an error
+    result that names the file as the model gave it."""
+    message = text_of(out)
+    assert name in message and str(workspace) not in message, (
+        "invariant: an OSError from resolving the path (os.path.realpath fails when another "
+        "program swaps a symlink in it meanwhile: here after the workspace check, as "
+        "canonical_key resolves it) is an error result like every other, and "
+        f"it names the file as the model gave it ({name!r}). Got: {message!r}"
+    )
+
+
 def refuse_to_spawn(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Make every way of starting a process fail and record the attempt."""
     spawned: list[str] = []

@@ -76,6 +76,53 @@ def test_an_old_text_on_every_line_is_refused_briefly_and_replaced_in_linear_tim
     assert result["after"] == "z\n" * 300_000
 
 
+def test_an_abort_while_matches_are_counted_stops_the_edit(
+    solved_src: Path, tmp_path: Path
+) -> None:
+    # "aa" in 400,000 "a": 399,999 overlapping matches, counted one by one (a 200 MB file
+    # took a minute and a half). The abort comes once counting has begun, after every check
+    # before it; the edit runs in a worker thread, so the abort is sent to the event loop.
+    result = run_case(
+        solved_src,
+        tmp_path,
+        """
+        from picourse.coding_tools import edit
+
+        path = os.path.join(sys.argv[1], "f.txt")
+        with open(path, "w") as file:
+            file.write("a" * 400_000)
+        controller = AbortController()
+        heard = threading.Event()
+        controller.signal.add_listener(heard.set)
+        real_count = edit._count_from
+
+        async def main():
+            loop = asyncio.get_running_loop()
+
+            def count_as_the_run_is_aborted(*args):
+                loop.call_soon_threadsafe(controller.abort)
+                assert heard.wait(30), "the abort never reached the signal"
+                return real_count(*args)
+
+            edit._count_from = count_as_the_run_is_aborted
+            tools = create_coding_tools(sys.argv[1])
+            result = await execute_tool_call(
+                ToolCall("1", "edit", {"path": "f.txt", "old_text": "aa", "new_text": "b"}),
+                tools,
+                signal=controller.signal,
+            )
+            with open(path) as file:
+                report({"text": result.content[0].text, "unchanged": file.read() == "a" * 400_000})
+
+        asyncio.run(main())
+        """,
+    )
+    assert "aborted; f.txt is unchanged" in result["text"], (
+        f"an abort heard while matches are counted stops the edit and names the file: {result}"
+    )
+    assert result["unchanged"]
+
+
 def test_a_file_saved_by_another_program_right_after_the_read_is_not_taken_as_read(
     solved_src: Path, tmp_path: Path
 ) -> None:

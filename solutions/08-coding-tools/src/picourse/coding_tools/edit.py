@@ -98,7 +98,7 @@ async def edit_file(
             return _Change(len(data), original, careful.updated, careful.snippet)
         old_bytes = len(data)
         for index, (old, new) in enumerate(encoded):
-            _replace_once(data, old, new, index, path)
+            _replace_once(data, old, new, index, path, signal)
         return _Change(old_bytes, original, data, "")
 
     def edit_now() -> _Change:
@@ -195,7 +195,9 @@ def _stop_if_aborted(signal: AbortSignal | None, display: str) -> None:
         raise ChangeRefused(f"The edit was aborted; {display} is unchanged.")
 
 
-def _replace_once(data: bytearray, old: bytes, new: bytes, index: int, path: str) -> None:
+def _replace_once(
+    data: bytearray, old: bytes, new: bytes, index: int, path: str, signal: AbortSignal | None
+) -> None:
     """Replace the one occurrence of ``old`` in ``data``, in place."""
     # UTF-8 is self-synchronising: an encoded old_text matches the encoded file exactly
     # where the text matches the text, so no decode/encode round trip is needed.
@@ -206,7 +208,7 @@ def _replace_once(data: bytearray, old: bytes, new: bytes, index: int, path: str
             "the text exactly, including whitespace and line breaks. No edit was written."
         )
     # Overlapping occurrences count: "aa" occurs twice in "aaa".
-    matches = 1 + _count_from(data, old, first + 1)
+    matches = 1 + _count_from(data, old, first + 1, signal, path)
     if matches > 1:
         raise ChangeRefused(
             f"edits[{index}]: old_text matches {matches} times in {path}; it must match exactly "
@@ -215,10 +217,19 @@ def _replace_once(data: bytearray, old: bytes, new: bytes, index: int, path: str
     data[first : first + len(old)] = new
 
 
-def _count_from(data: bytearray, needle: bytes, start: int) -> int:
+# Counting every overlapping match is a Python loop: "aa" in 200 MB of "a" takes minutes,
+# so the abort is looked at as it goes.
+_MATCHES_BETWEEN_ABORT_CHECKS = 1 << 16
+
+
+def _count_from(
+    data: bytearray, needle: bytes, start: int, signal: AbortSignal | None, display: str
+) -> int:
     count = 0
     position = data.find(needle, start)
     while position >= 0:
         count += 1
+        if count % _MATCHES_BETWEEN_ABORT_CHECKS == 0:
+            _stop_if_aborted(signal, display)
         position = data.find(needle, position + 1)
     return count

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,11 +52,20 @@ def make_pristine(lab: Lab, pristine: Path, key: str) -> list[InventoryItem]:
     known = _MADE.get(key)
     if known is None:
         assemble_practice_dir(lab, pristine)
-        inventory = tuple(_collect(lab, pristine))
-        known = _MADE[key] = _Pristine(inventory, CopiedFiles.of(pristine, "*"))
+        known = remember_pristine(key, pristine, _collect(lab, pristine))
     else:
         known.files.install(pristine)
     return list(known.inventory)
+
+
+def remember_pristine(key: str, pristine: Path, inventory: Iterable[InventoryItem]) -> _Pristine:
+    """Keep ``pristine``, a copy made by ``make_pristine`` under ``key`` (in this process or
+    another: the project's tests share one per run), and its inventory as this process's
+    copy for that key; a copy already kept for it stays."""
+    known = _MADE.get(key)
+    if known is None:
+        known = _MADE[key] = _Pristine(tuple(inventory), CopiedFiles.of(pristine, "*"))
+    return known
 
 
 def _collect(lab: Lab, pristine: Path) -> list[InventoryItem]:

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from coursekit.bytecode import CopiedFiles
 from grader import _pristine
 from grader._scoring import InventoryItem
 from grader._session import grading_key
@@ -32,9 +31,5 @@ def pristine_made_once(tmp_path_factory: pytest.TempPathFactory, worker_id: str)
         )
 
     shared = made_once(tmp_path_factory, worker_id, f"pristine-{key}", make)
-    if key not in _pristine._MADE:
-        inventory = json.loads((shared / "inventory.json").read_text())
-        _pristine._MADE[key] = _pristine._Pristine(
-            tuple(InventoryItem(*item) for item in inventory),
-            CopiedFiles.of(shared / "copy", "*"),
-        )
+    inventory = json.loads((shared / "inventory.json").read_text())
+    _pristine.remember_pristine(key, shared / "copy", (InventoryItem(*x) for x in inventory))

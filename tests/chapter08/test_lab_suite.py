@@ -208,27 +208,48 @@ def test_each_stage_has_a_catalogue_of_mutants() -> None:
 RECORDED = load_signatures(LAB) or {}
 
 
+# What a patch that no longer fits the solution's code fails with, rather than with the
+# mistake it describes: a call that no longer matches its function, a name that is gone.
+_BROKEN_PATCH = re.compile(
+    r"^(?:\w+\.)*(?:TypeError: .*(?:positional argument|keyword argument|required argument)"
+    r"|NameError|UnboundLocalError|SyntaxError|IndentationError|ImportError|ModuleNotFoundError"
+    r"|AttributeError: module )[^\n]*",
+    re.MULTILINE,
+)
+
+
 @pytest.mark.parametrize("mutant", MUTANTS, ids=[f"{m.stage}-{m.name}" for m in MUTANTS])
 def test_each_catalogued_mutant_is_killed_by_its_stage(
     practice_base: Path, tmp_path: Path, mutant: Mutant, forked_pytest: ForkedPytest
 ) -> None:
     directory = build(LAB, practice_base, tmp_path / "mutant", [s.id for s in LAB.stages], mutant)
     stage = LAB.stage(mutant.stage)
-    # One failing test kills the mutant: -x stops there instead of running the rest. The
-    # tests it failed when its signature was recorded go first (a few seconds instead of
-    # the stage); only if none of them fails now does the whole stage run.
+    # One failing test kills the mutant: -x stops there instead of running the rest. Only
+    # the tests it failed when its signature was recorded run (a few seconds instead of the
+    # stage), and one of them must fail again; the whole stage runs only for a mutant
+    # without a record. Either way the kill must come from the mistake, not a broken patch.
     recorded = sorted(RECORDED.get(stage.id, {}).get(mutant.name, ()))
     nodeids = tuple(f"tests/{key}" for key in recorded)
-    run = (
-        run_lab_tests(directory, stage.marker, extra=("-x", *nodeids), launch=forked_pytest)
-        if nodeids
-        else None
-    )
-    if run is None or all(o.passed for o in run.outcomes):
+    if nodeids:
+        run = run_lab_tests(directory, stage.marker, extra=("-x", *nodeids), launch=forked_pytest)
+        assert any(not o.passed for o in run.outcomes), (
+            f"mutant {mutant.name!r} of stage {stage.id} no longer fails the tests recorded "
+            "for it in mistakes.json (a change of the solution or of its patch): if it is "
+            "still the mistake it describes, run `python -m grader signatures` and commit "
+            "the file"
+        )
+    else:
         run = run_lab_tests(directory, stage.marker, extra=("-x",), launch=forked_pytest)
-    assert any(not o.passed for o in run.outcomes), (
+    killed = [o for o in run.outcomes if not o.passed]
+    assert killed, (
         f"no test of stage {stage.id} kills mutant {mutant.name!r} ({mutant.description}); "
         f"a test is missing for: {mutant.invariant}"
+    )
+    broken = _BROKEN_PATCH.search(killed[0].message + "\n" + killed[0].details)
+    assert broken is None, (
+        f"mutant {mutant.name!r} is killed by code its patch broke ({broken and broken[0]}), "
+        "not by the mistake it describes: mend its patch in solutions/08-coding-tools/"
+        "mutants.toml so it follows the solution's current code"
     )
 
 

@@ -172,37 +172,43 @@ def test_a_real_session_reads_edits_runs_bash_and_replays_offline(
     assert calls and calls == [line for line in replayed.splitlines() if line.startswith("→ ")]
 
 
+SLEEPER_COMMAND = "sleep 300 & echo $! > sleeper.pid; wait"
+
+
+def start_a_sleeper(session: Session, workspace: Path) -> psutil.Process:
+    """Ask for the bash call of SLEEPER_COMMAND, allow it, and return its sleep once it runs."""
+    session.wait_for("you> ")
+    session.send("start something long")
+    session.wait_for("Allow?")
+    session.send("y")
+    pid_file = workspace / "sleeper.pid"
+    started = threading.Event()
+
+    def watch_for_pid() -> None:
+        while not (pid_file.exists() and pid_file.read_text().strip()):
+            if session.process.poll() is not None:
+                return
+            threading.Event().wait(0.02)
+        started.set()
+
+    threading.Thread(target=watch_for_pid, daemon=True).start()
+    assert started.wait(60), "the bash call never started: " + "".join(session.seen)
+    return psutil.Process(int(pid_file.read_text()))
+
+
 def test_ctrl_c_aborts_the_turn_and_its_bash_call_but_not_the_session(
     solved: Path, server: HTTPServer, tmp_path: Path
 ) -> None:
     workspace = tmp_path / "ws"
     workspace.mkdir()
-    command = "sleep 300 & echo $! > sleeper.pid; wait"
     server.expect_ordered_request(PATH).respond_with_response(
-        tool_turn("c1", "bash", {"command": command})
+        tool_turn("c1", "bash", {"command": SLEEPER_COMMAND})
     )
     server.expect_ordered_request(PATH).respond_with_response(text_turn("Still here."))
     session = Session.against(server, solved, workspace, tmp_path / "sessions")
     sleeper: psutil.Process | None = None
     try:
-        session.wait_for("you> ")
-        session.send("start something long")
-        session.wait_for("Allow?")
-        session.send("y")
-        pid_file = workspace / "sleeper.pid"
-        started = threading.Event()
-
-        def watch_for_pid() -> None:
-            while not (pid_file.exists() and pid_file.read_text().strip()):
-                if session.process.poll() is not None:
-                    return
-                threading.Event().wait(0.02)
-            started.set()
-
-        watcher = threading.Thread(target=watch_for_pid, daemon=True)
-        watcher.start()
-        assert started.wait(60), "the bash call never started: " + "".join(session.seen)
-        sleeper = psutil.Process(int(pid_file.read_text()))
+        sleeper = start_a_sleeper(session, workspace)
         session.process.send_signal(signal.SIGINT)
         session.wait_for("[aborted]")
         session.wait_for("you> ", timeout=60)
@@ -216,6 +222,34 @@ def test_ctrl_c_aborts_the_turn_and_its_bash_call_but_not_the_session(
         if sleeper is not None and sleeper.is_running():
             sleeper.kill()
     assert output.count("you> ") >= 2, "Ctrl-C ended the turn, not the session"
+
+
+@pytest.mark.parametrize("ending", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_a_session_ended_by_a_signal_ends_its_bash_calls_first(
+    solved: Path, server: HTTPServer, tmp_path: Path, ending: signal.Signals
+) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    server.expect_ordered_request(PATH).respond_with_response(
+        tool_turn("c1", "bash", {"command": SLEEPER_COMMAND})
+    )
+    session = Session.against(server, solved, workspace, tmp_path / "sessions")
+    sleeper: psutil.Process | None = None
+    try:
+        sleeper = start_a_sleeper(session, workspace)
+        session.process.send_signal(ending)
+        code = session.process.wait(timeout=60)
+        # The session waited for the bash call to end its group: nothing of it is left.
+        assert not sleeper.is_running() or sleeper.status() == psutil.STATUS_ZOMBIE, (
+            f"a session ended by {ending.name} must abort its turn first, so the command's "
+            "process group ends with it"
+        )
+        output = session.wait_for(f"Session ended by {ending.name}.")
+        assert code == 128 + ending, output
+    finally:
+        session.kill()
+        if sleeper is not None and sleeper.is_running():
+            sleeper.kill()
 
 
 def test_practice_agent_leaves_out_the_stages_still_on_their_stub(

@@ -7,7 +7,9 @@ The model is any OpenAI-compatible server (``OPENAI_BASE_URL``, ``OPENAI_API_KEY
 ``picourse.openai_model``). The tools are yours: a stage still on its stub is left out with
 a one-line note. Workspace containment is on. Every change (write, edit, bash) asks first:
 through your Lab 8.8 gate when it is solved, else a plain y/N. Ctrl-C aborts the current
-turn, not the session; Ctrl-D (or Ctrl-C at the prompt) ends it.
+turn, not the session; Ctrl-D (or Ctrl-C at the prompt) ends it. SIGTERM or SIGHUP (a
+closed terminal) during a turn aborts it, so the commands it started end too, then ends
+the session.
 
 Each session is saved as JSONL (one record per line: the session, each user message, each
 assistant message with its tool calls and token usage, each tool result). ``--replay``
@@ -310,6 +312,7 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
     if log is not None:
         out.write(f"Saving to {log.path}\n")
     out.flush()
+    ended_by: list[signal.Signals] = []
     try:
         for text in replay if replay is not None else _prompts(reader):
             if replay is not None:
@@ -318,16 +321,36 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
             reader.new_turn()
             controller.signal.add_listener(reader.interrupt)
             loop.add_signal_handler(signal.SIGINT, controller.abort, "interrupted")
+            for ending in _ENDING_SIGNALS:
+                loop.add_signal_handler(ending, _end_turn, controller, ending, ended_by)
             try:
                 loop.run_until_complete(session.turn(text, controller))
             finally:
-                loop.remove_signal_handler(signal.SIGINT)
+                for handled in (signal.SIGINT, *_ENDING_SIGNALS):
+                    loop.remove_signal_handler(handled)
+            if ended_by:
+                out.write(f"Session ended by {ended_by[0].name}.\n")
+                return 128 + ended_by[0]
     finally:
         if log is not None:
             log.close()
         loop.run_until_complete(loop.shutdown_asyncgens())
         loop.close()
     return 0
+
+
+# Signals that end the whole session (a closed terminal, a kill, a supervisor). During a turn
+# they abort it first, so every command the tools started ends with it (bash runs each in a
+# process group of its own, which the process's own death would leave running); at the
+# prompt nothing runs, and their default action ends the process.
+_ENDING_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
+def _end_turn(
+    controller: AbortController, ending: signal.Signals, ended_by: list[signal.Signals]
+) -> None:
+    ended_by.append(ending)
+    controller.abort(f"ended by {ending.name}")
 
 
 def _echo_to(out: TextIO) -> Callable[[str], None]:

@@ -51,8 +51,10 @@ def text_turn(words: str) -> Response:
 class Session:
     """A `python -m picourse` process with its output read line by line."""
 
-    def __init__(self, solved: Path, *args: str) -> None:
+    def __init__(self, solved: Path, *args: str, strict_output: bool = False) -> None:
         env = {**os.environ, "PYTHONPATH": str(solved / "src"), "OPENAI_API_KEY": "sk-test"}
+        if strict_output:  # as in a UTF-8 locale a student's machine has (here: C, lenient)
+            env["PYTHONIOENCODING"] = "utf-8:strict"
         self.process = subprocess.Popen(
             [sys.executable, "-u", "-m", "picourse", *args],
             cwd=solved,
@@ -61,6 +63,7 @@ class Session:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
+            errors="surrogateescape",  # a name that is not UTF-8, printed as its bytes
             bufsize=1,
         )
         self.lines: queue.Queue[str] = queue.Queue()
@@ -75,17 +78,29 @@ class Session:
         self.lines.put("")
 
     @classmethod
-    def against(cls, server: HTTPServer, directory: Path, workspace: Path, saved: Path) -> Session:
+    def against(
+        cls,
+        server: HTTPServer,
+        directory: Path,
+        workspace: Path,
+        saved: Path,
+        strict_output: bool = False,
+    ) -> Session:
         """A session whose model is the test server, saving its log under ``saved``."""
         return cls(
             directory, "--model", "m", "--base-url", server.url_for("/v1"),
-            "--workspace", str(workspace), "--sessions", str(saved),
+            "--workspace", str(workspace), "--sessions", str(saved), strict_output=strict_output,
         )  # fmt: skip
 
     def wait_for(self, text: str, timeout: float = 120) -> str:
         """Everything printed until the next ``text`` appears (after the last one found)."""
         while (found := "".join(self.seen).find(text, self.cursor)) < 0:
-            piece = self.lines.get(timeout=timeout)
+            try:
+                piece = self.lines.get(timeout=timeout)
+            except queue.Empty:
+                raise AssertionError(
+                    f"no {text!r} within {timeout} s; the session printed: {''.join(self.seen)}"
+                ) from None
             if piece == "":
                 raise AssertionError(f"session ended before {text!r}: {''.join(self.seen)}")
             self.seen.append(piece)
@@ -412,3 +427,34 @@ def test_practice_agent_offers_the_solved_extensions(practice_base: Path, tmp_pa
     assert result.returncode == 0, result.stderr
     assert "Tools: read, write, edit, bash, ls, glob\n" in result.stdout, result.stdout
     assert "careful edits are on" in result.stdout and "left out" not in result.stdout
+
+
+@pytest.mark.skipif(sys.platform == "darwin", reason="macOS file systems refuse names not UTF-8")
+def test_a_file_name_that_is_not_utf_8_reaches_the_model_the_screen_and_the_log(
+    solved: Path, server: HTTPServer, tmp_path: Path
+) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / os.fsdecode(b"caf\xe9.txt")).write_text("latin-1 name\n")  # \udce9 in Python
+    server.expect_ordered_request(PATH).respond_with_response(tool_turn("c1", "ls", {}))
+    server.expect_ordered_request(PATH).respond_with_response(text_turn("One file."))
+    sessions = tmp_path / "sessions"
+    session = Session.against(server, solved, workspace, sessions, strict_output=True)
+    try:
+        session.wait_for("you> ")
+        session.send("what is here?")
+        session.wait_for("One file.", timeout=20)
+        output = session.finish()
+    finally:
+        session.kill()
+    requests = [json.loads(entry[0].get_data()) for entry in server.log]
+    assert "caf\\xe9.txt" in requests[-1]["messages"][-1]["content"], (
+        "ls's result reaches the model, the byte that is not UTF-8 escaped"
+    )
+    (log,) = sessions.glob("*.jsonl")
+    records = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
+    (listed,) = [r for r in records if r["type"] == "toolResult"]
+    assert os.fsdecode(b"caf\xe9.txt") in listed["text"], "the log keeps the name as it is"
+    assert os.fsdecode(b"caf\xe9.txt") in output, (
+        "the screen shows the name's own bytes, as ls does"
+    )

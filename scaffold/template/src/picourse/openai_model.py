@@ -231,7 +231,7 @@ def to_openai_messages(request: ModelRequest) -> list[dict[str, Any]]:
     """The runtime's transcript in chat-completions form."""
     messages: list[dict[str, Any]] = []
     if request.system_prompt:
-        messages.append({"role": "system", "content": request.system_prompt})
+        messages.append({"role": "system", "content": _utf8(request.system_prompt)})
     for message in request.messages:
         if isinstance(message, AssistantMessage) and not (_said(message) or message.tool_calls):
             continue  # a failed or aborted reply with nothing said: no message to send
@@ -241,10 +241,14 @@ def to_openai_messages(request: ModelRequest) -> list[dict[str, Any]]:
 
 def _to_openai(message: Message) -> dict[str, Any]:
     if isinstance(message, UserMessage):
-        return {"role": "user", "content": "".join(part.text for part in message.content)}
+        return {"role": "user", "content": _utf8("".join(part.text for part in message.content))}
     if isinstance(message, ToolResultMessage):
-        return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.text}
-    out: dict[str, Any] = {"role": "assistant", "content": _said(message) or None}
+        return {
+            "role": "tool",
+            "tool_call_id": message.tool_call_id,
+            "content": _utf8(message.text),
+        }
+    out: dict[str, Any] = {"role": "assistant", "content": _utf8(_said(message)) or None}
     if message.tool_calls:
         out["tool_calls"] = [
             {
@@ -260,6 +264,16 @@ def _to_openai(message: Message) -> dict[str, Any]:
             for call in message.tool_calls
         ]
     return out
+
+
+def _utf8(text: str) -> str:
+    """Text a request can carry. A file name that is not UTF-8 reaches Python as lone
+    surrogates, which no UTF-8 request can hold (the SDK would fail to send it): the model
+    sees the name's odd bytes escaped instead, ``caf\\xe9.txt``."""
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a surrogate no undecodable byte makes
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _said(message: AssistantMessage) -> str:

@@ -23,6 +23,7 @@ import argparse
 import asyncio
 import concurrent.futures
 import dataclasses
+import io
 import json
 import os
 import signal
@@ -264,6 +265,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-steps", type=int, default=50)
     args = parser.parse_args(argv)
     out = sys.stdout
+    if isinstance(out, io.TextIOWrapper):
+        # A file name that is not UTF-8 (lone surrogates in Python) is printed as its own
+        # bytes, as ls prints it, instead of ending the session in a UTF-8 locale.
+        out.reconfigure(errors="surrogateescape")
     try:
         return _run(args, out)
     except SessionError as error:

@@ -31,7 +31,9 @@ class SessionLog:
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
-        self._file = path.open("a", encoding="utf-8")
+        # A file name that is not UTF-8 reaches Python as lone surrogates ("\udce9"): written
+        # as that escape, the line stays UTF-8 and JSON reads the same name back.
+        self._file = path.open("a", encoding="utf-8", errors="backslashreplace")
 
     def write(self, record: dict[str, Any]) -> None:
         self._file.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")

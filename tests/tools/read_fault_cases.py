@@ -205,18 +205,19 @@ def last_window_is_true(registry: ToolRegistry, lines: list[str]) -> None:
 @pytest.fixture
 def coarse_clock(monkeypatch: pytest.MonkeyPatch) -> int:
     """A filesystem with 1-second timestamps that did not tick between two writes:
-    fstat shows the same whole-second mtime and ctime, the clock is half a second on."""
+    stat and fstat show the same whole-second mtime and ctime, the clock is half a second
+    on."""
     stamp = (time.time_ns() // 10**9 + 1) * 10**9
-    real_fstat = os.fstat
+    real_fstat, real_stat = os.fstat, os.stat
 
-    def fstat(fd: int) -> os.stat_result:
-        status = real_fstat(fd)
+    def coarse(status: os.stat_result) -> os.stat_result:
         fields = list(status[:10])
         fields[8] = fields[9] = stamp // 10**9
         extra = {"st_mtime_ns": stamp, "st_ctime_ns": stamp, "st_atime_ns": status.st_atime_ns}
         return os.stat_result(fields, extra)
 
-    monkeypatch.setattr(os, "fstat", fstat)
+    monkeypatch.setattr(os, "fstat", lambda fd: coarse(real_fstat(fd)))
+    monkeypatch.setattr(os, "stat", lambda *args, **kwargs: coarse(real_stat(*args, **kwargs)))
     monkeypatch.setattr(time, "time_ns", lambda: stamp + 500_000_000)
     return stamp
 

@@ -158,6 +158,95 @@ def test_a_file_saved_by_another_program_right_after_the_read_is_not_taken_as_re
     assert result["after"] == "NEW line\n"
 
 
+def test_a_same_size_rewrite_between_two_chunks_of_the_read_is_not_edited_over(
+    solved_src: Path, tmp_path: Path
+) -> None:
+    # Another program (no folder lock) rewrites the first bytes in place while the edit reads
+    # the second chunk: the size stays, the times do not. Its mtime set in the past first,
+    # so that the rewrite's is another whatever the clock's granularity.
+    result = run_case(
+        solved_src,
+        tmp_path,
+        """
+        import io
+        from picourse.coding_tools import edit
+
+        path = os.path.join(sys.argv[1], "f.txt")
+        with open(path, "w") as file:
+            file.write("old " + "x" * (3 * edit.CHUNK_BYTES))
+        os.utime(path, ns=(0, 0))
+
+        class RewrittenAfterTheFirstChunk(io.FileIO):
+            chunks = 0
+
+            def readinto(self, buffer):
+                count = super().readinto(buffer)
+                RewrittenAfterTheFirstChunk.chunks += 1
+                if RewrittenAfterTheFirstChunk.chunks == 1:
+                    with open(path, "r+b") as other:
+                        other.write(b"NEW!")
+                return count
+
+        real_fdopen = os.fdopen
+
+        def fdopen(fd, *args, **kwargs):
+            if args[:1] == ("rb",) and kwargs.get("buffering") == 0:
+                return RewrittenAfterTheFirstChunk(fd, "rb")
+            return real_fdopen(fd, *args, **kwargs)
+
+        os.fdopen = fdopen
+        tools = create_coding_tools(sys.argv[1])
+        result = call(tools, "edit", {"path": "f.txt", "old_text": "old ", "new_text": "new "})
+        with open(path, "rb") as file:
+            start = file.read(4)
+        chunks = RewrittenAfterTheFirstChunk.chunks
+        files = sorted(os.listdir(sys.argv[1]))
+        report({"edit": result, "start": start.decode(), "chunks": chunks, "files": files})
+        """,
+    )
+    assert result["chunks"] >= 2, f"the case never reached a second chunk: {result}"
+    assert (
+        result["edit"]["error"] and "changed while it was being read" in result["edit"]["text"]
+    ), f"a file rewritten during the read is not edited over: {result['edit']}"
+    assert result["start"] == "NEW!", "the other program's bytes are kept"
+    assert result["files"] == ["f.txt"], "no temp file is left"
+
+
+def test_an_append_after_the_read_and_before_the_write_is_not_lost(
+    solved_src: Path, tmp_path: Path
+) -> None:
+    # Another program (no folder lock) appends while the edit replaces in memory: the edit
+    # must look again before it writes, and refuse, instead of renaming its copy over it.
+    result = run_case(
+        solved_src,
+        tmp_path,
+        """
+        from picourse.coding_tools import edit
+
+        path = os.path.join(sys.argv[1], "f.txt")
+        with open(path, "w") as file:
+            file.write("one\\n")
+        real_replace = edit._replace_once
+
+        def replace_as_another_program_appends(*args):
+            with open(path, "a") as other:
+                other.write("two\\n")
+            return real_replace(*args)
+
+        edit._replace_once = replace_as_another_program_appends
+        tools = create_coding_tools(sys.argv[1])
+        result = call(tools, "edit", {"path": "f.txt", "old_text": "one", "new_text": "ONE"})
+        with open(path) as file:
+            report({"edit": result, "after": file.read(), "files": sorted(os.listdir(sys.argv[1]))})
+        """,
+    )
+    assert result["edit"]["error"] and "changed on disk" in result["edit"]["text"], (
+        f"an edit whose file changed since its read writes nothing: {result['edit']}"
+    )
+    assert result["after"] == "one\ntwo\n", "the other program's append is kept"
+    assert result["files"] == ["f.txt"], "no temp file is left"
+
+
 def test_a_symlink_swapped_while_its_path_is_resolved_gives_an_error_result(
     solved_src: Path, tmp_path: Path
 ) -> None:

@@ -10,7 +10,10 @@ once, through the same atomic write as the write tool, inside the same queue lan
   memory stays within twice the file's size. A file over ``MAX_EDIT_BYTES`` is refused
   before any memory is taken for it.
 - Read, check and rename happen under ``files.directory_lock``: an edit in another event
-  loop or process cannot slip in between, so no applied edit is ever lost.
+  loop or process cannot slip in between, so no applied edit is ever lost. A program that
+  takes no such lock is watched for: the file's size, times and inode must be the same
+  after the read as before it, and again just before the write, or nothing is written
+  (what it writes after that last look, while the new content is written, is still lost).
 - With the extensions on, the lane also holds the read-before-edit check and the careful
   matcher (8.9) and the confirmation (8.8). The lock is not held while a person decides;
   instead the commit re-reads the file and refuses if it changed meanwhile.
@@ -44,12 +47,17 @@ CHUNK_BYTES = 1 << 20
 MAX_EDIT_BYTES = 1 << 30  # an edit holds the file in memory; beyond this, sed does better
 
 
+# What changes when anything writes to a file or replaces it: (inode, size, mtime, ctime).
+_Stamp = tuple[int, int, int, int]
+
+
 @dataclass
 class _Change:
     old_bytes: int
     original: bytes | None  # kept only when a confirmation must show it
     updated: bytes | bytearray
     snippet: str
+    stamp: _Stamp  # the file's as it was read
 
 
 async def edit_file(
@@ -86,7 +94,7 @@ async def edit_file(
     confirming = options.confirm is not None
 
     def read_and_apply() -> _Change:
-        data = _read(key, path, signal, validate=not options.careful_edits)
+        data, stamp = _read(key, path, signal, validate=not options.careful_edits)
         _stop_if_aborted(signal, path)  # a batch that cannot apply must not hide an abort
         if options.ledger is not None:  # careful edits (8.9): read before edit
             refusal = options.ledger.verify(key, path, bytes(data))
@@ -95,22 +103,27 @@ async def edit_file(
         original = bytes(data) if confirming else None
         if options.careful_edits:  # Lab 8.9
             careful = apply_careful_edits(bytes(data), edits, path)
-            return _Change(len(data), original, careful.updated, careful.snippet)
+            return _Change(len(data), original, careful.updated, careful.snippet, stamp)
         old_bytes = len(data)
         for index, (old, new) in enumerate(encoded):
             _replace_once(data, old, new, index, path, signal)
-        return _Change(old_bytes, original, data, "")
+        return _Change(old_bytes, original, data, "", stamp)
 
     def edit_now() -> _Change:
         with directory_lock(os.path.dirname(key)):
             change = read_and_apply()
             _stop_if_aborted(signal, path)
+            if _stamp(os.stat(key)) != change.stamp:  # another program wrote since the read
+                raise ChangeRefused(
+                    f"{path} changed on disk while the edit was being made; nothing was "
+                    "written. Read it again, then redo the edit."
+                )
             write_atomic(key, change.updated)
         return change
 
     def commit_if_unchanged(change: _Change) -> None:
         with directory_lock(os.path.dirname(key)):
-            if bytes(_read(key, path, signal, validate=False)) != change.original:
+            if bytes(_read(key, path, signal, validate=False)[0]) != change.original:
                 raise ChangeRefused(
                     f"{path} changed on disk while the edit waited for confirmation; nothing "
                     "was written. Read it again, then redo the edit."
@@ -150,11 +163,15 @@ async def edit_file(
     )
 
 
-def _read(key: str, display: str, signal: AbortSignal | None, *, validate: bool) -> bytearray:
-    """The whole regular file, read in chunks; UTF-8 checked on the way when ``validate``."""
+def _read(
+    key: str, display: str, signal: AbortSignal | None, *, validate: bool
+) -> tuple[bytearray, _Stamp]:
+    """The whole regular file, read in chunks, and its stamp; UTF-8 checked on the way when
+    ``validate``."""
     fd = open_existing(key, display)
     with os.fdopen(fd, "rb", buffering=0) as file:
-        size = os.fstat(fd).st_size
+        stamp = _stamp(os.fstat(fd))
+        size = stamp[1]
         if size > MAX_EDIT_BYTES:
             raise ChangeRefused(
                 f"{display} is {size} bytes, too large to edit in memory (the limit is "
@@ -182,12 +199,17 @@ def _read(key: str, display: str, signal: AbortSignal | None, *, validate: bool)
                 f"Cannot edit {display}: it is not valid UTF-8 text ({error.reason}). Use "
                 "write to replace it, or bash for binary files."
             ) from None
-        if filled != size or file.read(1):
+        # A rewrite of the same size between two chunks leaves the size alone, not the times.
+        if filled != size or file.read(1) or _stamp(os.fstat(fd)) != stamp:
             raise ChangeRefused(
-                f"{display} changed size while it was being read; nothing was written. "
+                f"{display} changed while it was being read; nothing was written. "
                 "Try again once nothing else writes to it."
             )
-    return data
+    return data, stamp
+
+
+def _stamp(status: os.stat_result) -> _Stamp:
+    return (status.st_ino, status.st_size, status.st_mtime_ns, status.st_ctime_ns)
 
 
 def _stop_if_aborted(signal: AbortSignal | None, display: str) -> None:

@@ -442,12 +442,13 @@ def test_a_file_name_that_is_not_utf_8_reaches_the_model_the_screen_and_the_log(
     session = Session.against(server, solved, workspace, sessions, strict_output=True)
     try:
         session.wait_for("you> ")
-        session.send("what is here?")
-        session.wait_for("One file.", timeout=20)
+        session.send(os.fsdecode(b"what is here, caf\xe9?"))  # typed in Latin-1
+        session.wait_for("One file.")
         output = session.finish()
     finally:
         session.kill()
     requests = [json.loads(entry[0].get_data()) for entry in server.log]
+    assert requests[0]["messages"][-1]["content"] == "what is here, caf\\xe9?"
     assert "caf\\xe9.txt" in requests[-1]["messages"][-1]["content"], (
         "ls's result reaches the model, the byte that is not UTF-8 escaped"
     )

@@ -265,10 +265,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-steps", type=int, default=50)
     args = parser.parse_args(argv)
     out = sys.stdout
-    if isinstance(out, io.TextIOWrapper):
-        # A file name that is not UTF-8 (lone surrogates in Python) is printed as its own
-        # bytes, as ls prints it, instead of ending the session in a UTF-8 locale.
-        out.reconfigure(errors="surrogateescape")
+    # A file name that is not UTF-8 (lone surrogates in Python) is printed as its own bytes,
+    # as ls prints it, and such bytes typed at the prompt are read the same way, instead of
+    # ending the session in a UTF-8 locale.
+    for stream in (out, sys.stdin):
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="surrogateescape")
     try:
         return _run(args, out)
     except SessionError as error:

@@ -7,7 +7,9 @@ import errno
 import os
 import socket
 import subprocess
+import tempfile
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -102,8 +104,19 @@ def _one_passing_test(tmp_path: Path) -> tuple[Path, Path]:
     return workdir, scratch
 
 
-def test_without_bubblewrap_the_result_says_so(tmp_path: Path) -> None:
-    workdir, scratch = _one_passing_test(tmp_path)
+@pytest.fixture
+def staging() -> Iterator[Path]:
+    """A job's place as the grader makes it: in the system's temp folder, traversable by a
+    pool user. (pytest's tmp_path, below a 0700 /tmp/pytest-of-root, is not: as root with
+    an interpreter the pool users can reach, the job could not even look for its config.)"""
+    with tempfile.TemporaryDirectory(prefix="grader-staging-") as directory:
+        path = Path(directory)
+        path.chmod(0o711)
+        yield path
+
+
+def test_without_bubblewrap_the_result_says_so(staging: Path) -> None:
+    workdir, scratch = _one_passing_test(staging)
     with UserPool(1) as pool, pool.user() as user:
         if user is not None and closed_ancestors(interpreter_paths()):
             # Root, with an interpreter its pool users cannot reach (under /root): refused.

@@ -7,6 +7,7 @@ through (never a sleep that hopes)."""
 
 from __future__ import annotations
 
+import sys
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -245,6 +246,41 @@ def test_an_append_after_the_read_and_before_the_write_is_not_lost(
     )
     assert result["after"] == "one\ntwo\n", "the other program's append is kept"
     assert result["files"] == ["f.txt"], "no temp file is left"
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="only Linux enforces an address-space limit")
+def test_an_edit_without_the_memory_for_its_file_is_refused_and_writes_nothing(
+    solved_src: Path, tmp_path: Path
+) -> None:
+    # 256 MiB of file (sparse) under an address-space limit 128 MiB above what the process
+    # holds: the edit's copy of the file cannot be made.
+    result = run_case(
+        solved_src,
+        tmp_path,
+        """
+        import resource
+
+        path = os.path.join(sys.argv[1], "big.txt")
+        with open(path, "wb") as file:
+            file.write(b"old")
+            file.truncate(256 << 20)
+        tools = create_coding_tools(sys.argv[1])
+        with open("/proc/self/status") as status:
+            held = next(int(line.split()[1]) for line in status if line.startswith("VmSize:"))
+        _, hard = resource.getrlimit(resource.RLIMIT_AS)
+        resource.setrlimit(resource.RLIMIT_AS, ((held << 10) + (128 << 20), hard))
+        edit = call(tools, "edit", {"path": "big.txt", "old_text": "old", "new_text": "new"})
+        resource.setrlimit(resource.RLIMIT_AS, (hard, hard))
+        with open(path, "rb") as file:
+            start = file.read(3)
+        report({"edit": edit, "start": start.decode(), "files": sorted(os.listdir(sys.argv[1]))})
+        """,
+    )
+    edit = result["edit"]
+    assert edit["error"] and "Not enough memory to edit big.txt" in edit["text"], (
+        f"an edit that cannot hold its file is refused with its own result: {edit}"
+    )
+    assert result["start"] == "old" and result["files"] == ["big.txt"], result
 
 
 def test_a_symlink_swapped_while_its_path_is_resolved_gives_an_error_result(
@@ -512,6 +548,42 @@ def test_glob_says_which_folders_it_could_not_read(solved_src: Path, tmp_path: P
     lines = result["text"].splitlines()
     assert lines[0] == "visible.py", result
     assert "Could not read 1 folder" in lines[-1] and "locked/" in lines[-1], result
+
+
+def test_glob_over_folders_nested_past_the_recursion_limit_answers_with_a_result(
+    solved_src: Path, tmp_path: Path
+) -> None:
+    # os.walk recurses once per level on Python 3.11 (3.12 walks with a stack of its own):
+    # 1,100 nested folders are past the interpreter's limit there. So do os.makedirs and
+    # shutil.rmtree: the tree is made and removed level by level here, or pytest's own
+    # clean-up of its temporary folders would fail on it.
+    levels = [tmp_path.joinpath(*["d"] * n) for n in range(1, 1101)]
+    try:
+        for level in levels:
+            level.mkdir()
+        (levels[-1] / "bottom.txt").touch()
+        result = run_case(
+            solved_src,
+            tmp_path,
+            """
+            tools = create_coding_tools(sys.argv[1], navigation=True)
+            report({"glob": call(tools, "glob", {"pattern": "**/bottom.txt"}),
+                    "recursive_walk": sys.version_info < (3, 12)})
+            """,
+        )
+    finally:
+        (levels[-1] / "bottom.txt").unlink(missing_ok=True)
+        for level in reversed(levels):
+            if level.is_dir():
+                level.rmdir()
+    glob = result["glob"]
+    assert "failed: RecursionError" not in glob["text"], (
+        f"glob answers a tree too deep for os.walk with its own result: {glob}"
+    )
+    if result["recursive_walk"]:
+        assert glob["error"] and "nested too deep to search" in glob["text"], glob
+    else:
+        assert not glob["error"] and glob["text"].endswith("bottom.txt"), glob
 
 
 def test_a_write_to_a_path_ending_in_a_slash_creates_no_file(

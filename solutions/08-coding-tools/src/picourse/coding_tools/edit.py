@@ -93,7 +93,7 @@ async def edit_file(
         return ToolOutput.error(f"Cannot edit {path!r}: the path cannot be used as a file name.")
     confirming = options.confirm is not None
 
-    def read_and_apply() -> _Change:
+    def apply_in_memory() -> _Change:
         data, stamp = _read(key, path, signal, validate=not options.careful_edits)
         _stop_if_aborted(signal, path)  # a batch that cannot apply must not hide an abort
         if options.ledger is not None:  # careful edits (8.9): read before edit
@@ -108,6 +108,15 @@ async def edit_file(
         for index, (old, new) in enumerate(encoded):
             _replace_once(data, old, new, index, path, signal)
         return _Change(old_bytes, original, data, "", stamp)
+
+    def read_and_apply() -> _Change:
+        try:
+            return apply_in_memory()
+        except MemoryError:  # the file's copy, the edits' or the careful matcher's
+            raise ChangeRefused(
+                f"Not enough memory to edit {path}; nothing was written. Use bash (for "
+                "example sed -i) for a file this big."
+            ) from None
 
     def edit_now() -> _Change:
         with directory_lock(os.path.dirname(key)):

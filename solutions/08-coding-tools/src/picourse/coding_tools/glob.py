@@ -58,6 +58,11 @@ async def find_paths(
         return ToolOutput.error(describe_os_error(path, error, action="search"))
     except ValueError:  # a lone surrogate cannot be a file name on this system
         return ToolOutput.error(unusable_path(path))
+    except RecursionError:  # os.walk recurses per folder level on Python 3.11
+        return ToolOutput.error(
+            f"{path} holds folders nested too deep to search (about a thousand levels); "
+            "give a folder further down as path."
+        )
     cap = limit or DEFAULT_GLOB_LIMIT
     truncated = len(matches) > cap
     lines = matches[:cap]

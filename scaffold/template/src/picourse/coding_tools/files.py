@@ -11,6 +11,8 @@
   with no writer, a device) and accept only a regular file, as a binary file object; for
   read, glob and careful edits. ``open_existing(path, display)`` does the same as a raw
   descriptor and says no the way write and edit do (``ChangeRefused``).
+- ``file_stamp(status)``: which file a status describes and its last change, equal for two
+  looks only when nothing wrote it or replaced it in between (any write changes ctime).
 
 ``open()`` of a FIFO waits for a writer that may never come, and a device can stream for
 ever. The tools read in worker threads, which nobody can cancel: one such ``open()`` keeps
@@ -34,6 +36,7 @@ from typing import BinaryIO
 from picourse.coding_tools.errors import ChangeRefused
 
 LOCK_TIMEOUT_SECONDS = 30.0
+FileStamp = tuple[int, int, int, int, int]  # (device, inode, size, mtime_ns, ctime_ns)
 _held = threading.local()  # (st_dev, st_ino) of the directories this thread has locked
 
 
@@ -137,3 +140,8 @@ def _kind(mode: int) -> str:
         stat.S_IFBLK: "a block device",
         stat.S_IFSOCK: "a socket",
     }.get(stat.S_IFMT(mode), "a special file")
+
+
+def file_stamp(status: os.stat_result) -> FileStamp:
+    """Which file ``status`` describes and its last change (see the module's docstring)."""
+    return (status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns, status.st_ctime_ns)

@@ -16,6 +16,7 @@ from picourse.coding_tools.careful_edit import ReadLedger
 from picourse.coding_tools.details import Edit, ReadDetails
 from picourse.coding_tools.edit import edit_file
 from picourse.coding_tools.errors import PathError
+from picourse.coding_tools.files import file_stamp
 from picourse.coding_tools.glob import find_paths
 from picourse.coding_tools.ls import list_directory
 from picourse.coding_tools.mutation_queue import canonical_key
@@ -180,7 +181,7 @@ def _identity_of(absolute: str) -> tuple[int, ...] | None:
         status = os.stat(absolute)
     except (OSError, ValueError):
         return None
-    return (status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns, status.st_ctime_ns)
+    return file_stamp(status)
 
 
 def _remember(ledger: ReadLedger, path: str, before: tuple[int, ...] | None) -> None:

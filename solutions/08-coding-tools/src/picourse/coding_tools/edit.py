@@ -35,7 +35,7 @@ from picourse.coding_tools.errors import (
     describe_os_error,
     path_in_flux,
 )
-from picourse.coding_tools.files import directory_lock, open_existing
+from picourse.coding_tools.files import FileStamp, directory_lock, file_stamp, open_existing
 from picourse.coding_tools.mutation_queue import DEFAULT_MUTATION_QUEUE, canonical_key
 from picourse.coding_tools.options import CodingToolOptions
 from picourse.coding_tools.paths import resolve_path
@@ -47,17 +47,13 @@ CHUNK_BYTES = 1 << 20
 MAX_EDIT_BYTES = 1 << 30  # an edit holds the file in memory; beyond this, sed does better
 
 
-# What changes when anything writes to a file or replaces it: (inode, size, mtime, ctime).
-_Stamp = tuple[int, int, int, int]
-
-
 @dataclass
 class _Change:
     old_bytes: int
     original: bytes | None  # kept only when a confirmation must show it
     updated: bytes | bytearray
     snippet: str
-    stamp: _Stamp  # the file's as it was read
+    stamp: FileStamp  # the file's as it was read
 
 
 async def edit_file(
@@ -122,7 +118,7 @@ async def edit_file(
         with directory_lock(os.path.dirname(key)):
             change = read_and_apply()
             _stop_if_aborted(signal, path)
-            if _stamp(os.stat(key)) != change.stamp:  # another program wrote since the read
+            if file_stamp(os.stat(key)) != change.stamp:  # another program wrote since the read
                 raise ChangeRefused(
                     f"{path} changed on disk while the edit was being made; nothing was "
                     "written. Read it again, then redo the edit."
@@ -174,13 +170,13 @@ async def edit_file(
 
 def _read(
     key: str, display: str, signal: AbortSignal | None, *, validate: bool
-) -> tuple[bytearray, _Stamp]:
+) -> tuple[bytearray, FileStamp]:
     """The whole regular file, read in chunks, and its stamp; UTF-8 checked on the way when
     ``validate``."""
     fd = open_existing(key, display)
     with os.fdopen(fd, "rb", buffering=0) as file:
-        stamp = _stamp(os.fstat(fd))
-        size = stamp[1]
+        status = os.fstat(fd)
+        stamp, size = file_stamp(status), status.st_size
         if size > MAX_EDIT_BYTES:
             raise ChangeRefused(
                 f"{display} is {size} bytes, too large to edit in memory (the limit is "
@@ -209,16 +205,12 @@ def _read(
                 "write to replace it, or bash for binary files."
             ) from None
         # A rewrite of the same size between two chunks leaves the size alone, not the times.
-        if filled != size or file.read(1) or _stamp(os.fstat(fd)) != stamp:
+        if filled != size or file.read(1) or file_stamp(os.fstat(fd)) != stamp:
             raise ChangeRefused(
                 f"{display} changed while it was being read; nothing was written. "
                 "Try again once nothing else writes to it."
             )
     return data, stamp
-
-
-def _stamp(status: os.stat_result) -> _Stamp:
-    return (status.st_ino, status.st_size, status.st_mtime_ns, status.st_ctime_ns)
 
 
 def _stop_if_aborted(signal: AbortSignal | None, display: str) -> None:

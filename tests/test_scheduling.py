@@ -10,7 +10,7 @@ import sys
 from collections import defaultdict
 
 from coursekit.layout import COURSE_ROOT
-from tests.conftest import GRADER_TESTS, scope_of
+from tests.conftest import GRADER_TESTS, LONGEST_FIRST, scope_of
 
 # Fast tests of two grader modules, beside fast tests of another folder.
 GRADER = [f"{GRADER_TESTS}test_results_store.py", f"{GRADER_TESTS}test_reports.py"]
@@ -49,3 +49,16 @@ def test_each_tools_module_is_kept_together_and_the_lab_suite_spreads() -> None:
     assert scope_of(f"{module}::test_fault_scenario[a]") == module
     lab_suite = "tests/chapter08/test_lab_suite.py::test_the_solution_passes_every_lab_test"
     assert scope_of(lab_suite) == lab_suite, "a long module of cheap fixtures spreads"
+
+
+def test_every_test_named_in_the_start_order_exists() -> None:
+    # A renamed test would silently fall back to its collection order and start late.
+    for prefix in LONGEST_FIRST:
+        path, _, name = prefix.partition("::")
+        source = COURSE_ROOT / path
+        assert source.exists(), f"LONGEST_FIRST names {path}, which is gone: update it"
+        if name:
+            function = name.split("[", 1)[0]
+            assert f"def {function}" in source.read_text(), (
+                f"LONGEST_FIRST names {prefix}, but {path} has no test starting so: update it"
+            )

@@ -47,11 +47,12 @@ def scope_of(nodeid: str) -> str:
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     # Much of the suite waits rather than computes (lab deadlines, grader walls, hanging
-    # samples, a few of them for a minute or more): six workers more than the cores keep
-    # the cores busy meanwhile. Measured on 2 cores, since the grader stopped running the
-    # stubs' tests: 8 workers 4:35, 6 workers 4:54 (before it: 6 workers 5:19, 4 workers
-    # 6:25, and 8 5:32, when more CPU went to contention than was gained).
-    return (os.cpu_count() or 1) + 6
+    # samples, a few of them for a minute or more): eight workers more than the cores keep
+    # the cores busy meanwhile. Measured as root on 2 cores with the start order below,
+    # taking turns: 10 workers 231, 230, 225 and 217 s; 8 workers 238 and 240 s; 12
+    # workers 225 and 227 s. (Before the grader stopped running the stubs' tests, more
+    # CPU went to contention than was gained: 6 workers 5:19, 4 6:25, 8 5:32.)
+    return (os.cpu_count() or 1) + 8
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Producer) -> Scheduling | None:

@@ -10,6 +10,7 @@ import pytest
 from pytest_httpserver import HTTPServer
 from xdist.remote import Producer
 from xdist.scheduler import LoadScopeScheduling, Scheduling
+from xdist.workermanage import WorkerController
 
 from coursekit import load_lab
 from tests.chapter08.labrun import render_base
@@ -35,8 +36,27 @@ class _ModuleFixturesMadeOnce(LoadScopeScheduling):  # type: ignore[misc]  # unt
     machine.
     """
 
+    _starting = False
+
     def _split_scope(self, nodeid: str) -> str:
         return scope_of(nodeid)
+
+    def schedule(self) -> None:
+        self._starting = True
+        try:
+            super().schedule()
+        finally:
+            self._starting = False
+
+    def _assign_work_unit(self, node: WorkerController) -> None:
+        # At the start xdist gives every worker one scope, then one more at once to each
+        # worker whose scope has at most two tests (a worker runs a test only once it knows
+        # the next): that second one waits for the first to end. So it is the queue's last
+        # (a short test: LONGEST_FIRST puts the long ones first), not the next long one,
+        # which would start a minute or two late and leave a core idle at the end.
+        if self._starting and self.assigned_work.get(node):
+            self.workqueue.move_to_end(next(reversed(self.workqueue)), last=False)
+        super()._assign_work_unit(node)
 
 
 def scope_of(nodeid: str) -> str:
@@ -66,31 +86,25 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Producer) -> Schedul
 
 # The order work starts in; everything not named keeps its collection order, after these.
 # What takes the longest (a minute or more on 2 cores, much of it waiting on deadlines,
-# walls and sandboxed runs) starts first, so that its waiting overlaps the short tests;
-# started late, it trails them with a core idle. The order follows how xdist hands out
-# work: each worker takes one scope, then every worker whose scope has at most two tests
-# takes one more at once, queued behind it (a worker runs a test only once it knows the
-# next). So the first eight are the longest, each on a worker of its own (the four whole
-# modules take nothing more until they near their end), and the next four queue behind
-# the four single tests, the shortest of them behind the longest. Measured as root on 2
-# cores: with the watch journey queued behind the hanging bash run and the finished core
-# behind `break` (they started at 117 s and 169 s), a core idled for the last 25 to 35 s
-# of runs of 259 to 268 s; in this order the workers end within 3 s of each other, 226 s.
+# walls and sandboxed runs) starts first, longest first, so that its waiting overlaps the
+# short tests; started late, it trails them with a core idle (measured as root on 2 cores:
+# with the watch journey queued behind the hanging bash run and the finished core behind
+# `break`, they started at 117 s and 169 s, and a core idled for the last 25 to 35 s of
+# runs of 259 to 268 s; started at once, the workers end within 3 s of each other).
 LONGEST_FIRST = (
     "tests/grader/test_grading.py",
     "tests/chapter08/test_no_process_left.py::test_break_kill_only_the_shell",
     "tests/cli/test_practice_cli.py::test_watch_reruns_on_save",
-    "tests/chapter08/test_no_process_left.py::test_a_red_run_of_a_hanging",
     "tests/cli/test_practice_cli.py::test_a_finished_core",
+    "tests/chapter08/test_no_process_left.py::test_a_red_run_of_a_hanging",
     "tests/grader/test_partial_credit.py",
+    "tests/chapter08/test_lab_suite.py::test_the_solution_passes",
     "tests/grader/test_isolation_red_team.py",
     "tests/grader/test_red_team.py",
-    # Queued behind the four single tests above, in that order.
-    "tests/chapter08/test_no_process_left.py::test_a_call_that_blocks_the_event_loop",
-    "tests/chapter08/test_no_process_left.py::test_a_read_that_blocks_the_event_loop",
     "tests/chapter08/test_diagnosis.py::test_honest_partial_submissions",
-    "tests/chapter08/test_lab_suite.py::test_the_solution_passes",
+    "tests/chapter08/test_no_process_left.py::test_a_read_that_blocks_the_event_loop",
     "tests/grader/test_resume.py",
+    "tests/chapter08/test_no_process_left.py::test_a_call_that_blocks_the_event_loop",
     "tests/grader/test_gradescope_bundle.py",
     "tests/grader/test_robustness.py",
     # Then what comes in long pieces (journeys of 5 to 40 s, Lab 8.5's mutants that wait

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from coursekit.assemble import assemble_practice_dir
 from coursekit.lab import Lab, Mutant, Stage
-from coursekit.runner import NOT_IMPLEMENTED, over_a_time_limit, run_lab_tests
+from coursekit.runner import NOT_IMPLEMENTED, over_a_time_limit, run_lab_tests, run_stage_tests
 
 THRESHOLD = 0.6
 SIGNATURES_FILE = "mistakes.json"
@@ -82,7 +82,7 @@ def compute_signatures(
             directory = assemble_practice_dir(
                 lab, Path(scratch) / "mutant", solved_stages=everything, mutant=mutant
             )
-            outcomes = run_lab_tests(directory, lab.stage(mutant.stage).marker).outcomes
+            outcomes = run_stage_tests(directory, [lab.stage(mutant.stage)]).outcomes
             failed = {o.nodeid for o in outcomes if not o.passed}
             # A failure decided by wall-clock time may be the busy machine's doing: it joins
             # the signature only if it fails again in a run of those tests alone.

@@ -10,7 +10,7 @@ from typing import Literal
 
 from coursekit.lab import Lab, Stage, load_lab
 from coursekit.layout import SCAFFOLD
-from coursekit.runner import TestOutcome, TestRun, run_lab_tests
+from coursekit.runner import TestOutcome, TestRun, run_stage_tests
 
 ANSWERS_FILE = ".copier-answers.yml"
 STATE_DIR = ".practice"
@@ -78,9 +78,7 @@ class PracticeDir:
         )
 
     def run(self, stages: list[Stage] | None = None, *, extra: tuple[str, ...] = ()) -> TestRun:
-        chosen = stages or list(self.lab.stages)
-        marker = " or ".join(s.marker for s in chosen)
-        return run_lab_tests(self.root, marker, extra=extra)
+        return run_stage_tests(self.root, stages or list(self.lab.stages), extra=extra)
 
     def results(self, run: TestRun, stages: list[Stage] | None = None) -> list[StageResult]:
         results = []

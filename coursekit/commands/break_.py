@@ -19,7 +19,7 @@ from coursekit.commands._common import (
 from coursekit.layout import solution_root
 from coursekit.practice_dir import PracticeDirError
 from coursekit.reaping import lab_reaping
-from coursekit.runner import run_lab_tests
+from coursekit.runner import run_stage_tests
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
                 solved_stages=[s.id for s in directory.lab.stages],
                 mutant=mutant,
             )
-            outcomes = run_lab_tests(copy, stage.marker).outcomes
+            outcomes = run_stage_tests(copy, [stage]).outcomes
         finally:
             # A mutant may leave processes running on purpose (kill-only-the-shell): the
             # tests' own fixture reaps after each test; this catches what a crash left.

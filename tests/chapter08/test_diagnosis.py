@@ -13,7 +13,7 @@ from pytest_timeout import PYTEST_FAILURE_MESSAGE as TEST_TIMEOUT
 from coursekit import load_lab, mistakes
 from coursekit.lab import Mutant, Stage
 from coursekit.mistakes import diagnose, load_signatures, signature_key
-from coursekit.runner import TestOutcome, TestRun, run_lab_tests
+from coursekit.runner import TestOutcome, TestRun, run_stage_tests
 from grader._diagnosis import Diagnoser
 from grader.model import SubmissionResult, TestResult
 
@@ -134,7 +134,7 @@ def test_honest_partial_submissions_are_never_told_they_made_a_known_mistake(
     )
     honest = build(LAB, practice_base, tmp_path / "honest", ["8.2", "8.3", "8.4", "8.5", "8.6"])
     (honest / LAB.stage("8.1").modules[0]).write_bytes(partial_read.read_bytes())
-    outcomes = run_lab_tests(honest, LAB.stage("8.1").marker).outcomes
+    outcomes = run_stage_tests(honest, [LAB.stage("8.1")]).outcomes
     claims = []
     for stage in LAB.stages:
         failing = [
@@ -168,13 +168,16 @@ def test_a_time_limit_failure_joins_a_signature_only_if_it_fails_again_alone(
     again = (TestOutcome(slow, True, "", ""), TestOutcome(hang, False, TEST_TIMEOUT % 30, ""))
     reruns: list[tuple[str, ...]] = []
 
+    def stage_run(directory: Path, stages: list[Stage], **options: Any) -> TestRun:
+        return TestRun(first, "")
+
     def lab_run(directory: Path, marker: str | None = None, **options: Any) -> TestRun:
-        if marker is not None:
-            return TestRun(first, "")
+        assert marker is None, "the rerun is of the timed-out tests alone, not of a stage"
         reruns.append(options["extra"])
         return TestRun(again, "")
 
     monkeypatch.setattr(mistakes, "assemble_practice_dir", lambda *args, **kw: tmp_path)
+    monkeypatch.setattr(mistakes, "run_stage_tests", stage_run)
     monkeypatch.setattr(mistakes, "run_lab_tests", lab_run)
     signatures = mistakes.compute_signatures(LAB, jobs=1)
     mutant = LAB.stages[0].mutants[0]

@@ -16,7 +16,7 @@ import pytest
 from coursekit import Lab, load_lab
 from coursekit.lab import Mutant
 from coursekit.mistakes import load_signatures
-from coursekit.runner import TestOutcome, run_lab_tests
+from coursekit.runner import TestOutcome, run_lab_tests, run_stage_tests
 
 from .forked import ForkedPytest
 from .labrun import build, run_beside_the_stubs
@@ -31,9 +31,11 @@ def stage_of(outcomes: dict[str, TestOutcome], lab: Lab, stage_id: str) -> dict[
 
 
 def outcomes_of(
-    directory: Path, launch: ForkedPytest, marker: str | None = None
+    directory: Path, launch: ForkedPytest, stage_ids: list[str] | None = None
 ) -> dict[str, TestOutcome]:
-    return {o.nodeid: o for o in run_lab_tests(directory, marker, launch=launch).outcomes}
+    """Every outcome of the stages (default: the whole lab suite)."""
+    stages = [LAB.stage(s) for s in stage_ids] if stage_ids else list(LAB.stages)
+    return {o.nodeid: o for o in run_stage_tests(directory, stages, launch=launch).outcomes}
 
 
 def test_the_solution_passes_every_lab_test(
@@ -165,8 +167,7 @@ def test_each_stage_fails_on_its_stub_alone(
     directory = build(LAB, practice_base, tmp_path / "staged", earlier)
     # Only the stages this test judges: the one just before and the stubbed ones.
     done_before = earlier[-1:]
-    markers = " or ".join(LAB.stage(s).marker for s in [*done_before, *stub_ids])
-    outcomes = outcomes_of(directory, forked_pytest, markers)
+    outcomes = outcomes_of(directory, forked_pytest, [*done_before, *stub_ids])
     for done in done_before:
         broken = [n for n, o in stage_of(outcomes, LAB, done).items() if not o.passed]
         assert not broken, f"stage {done} must stay green when {stub_ids} are stubs: {broken}"
@@ -186,8 +187,7 @@ def test_each_optional_stage_needs_only_the_core(
     practice_base: Path, tmp_path: Path, stage_id: str, forked_pytest: ForkedPytest
 ) -> None:
     directory = build(LAB, practice_base, tmp_path / "extension", [*CORE, stage_id])
-    marker = LAB.stage(stage_id).marker
-    outcomes = stage_of(outcomes_of(directory, forked_pytest, marker), LAB, stage_id)
+    outcomes = stage_of(outcomes_of(directory, forked_pytest, [stage_id]), LAB, stage_id)
     failed = {name: o.message[:300] for name, o in outcomes.items() if not o.passed}
     assert outcomes and not failed, (
         f"optional stage {stage_id} must pass on the core alone, whatever the other "
@@ -239,7 +239,7 @@ def test_each_catalogued_mutant_is_killed_by_its_stage(
             "the file"
         )
     else:
-        run = run_lab_tests(directory, stage.marker, extra=("-x",), launch=forked_pytest)
+        run = run_stage_tests(directory, [stage], extra=("-x",), launch=forked_pytest)
     killed = [o for o in run.outcomes if not o.passed]
     assert killed, (
         f"no test of stage {stage.id} kills mutant {mutant.name!r} ({mutant.description}); "

@@ -15,7 +15,7 @@ import pytest
 
 from coursekit import load_lab
 from coursekit.layout import COURSE_ROOT
-from coursekit.runner import run_lab_tests
+from coursekit.runner import run_stage_tests
 from tests.chapter08.labrun import build, run_beside_the_stubs
 
 LAB = load_lab("08")
@@ -41,7 +41,7 @@ def test_a_red_run_of_a_hanging_implementation_leaves_no_process(
 ) -> None:
     hang = next(m for m in LAB.stage("8.5").mutants if m.name == "wait-for-the-pipes")
     directory = build(LAB, practice_base, tmp_path / "hanging", [s.id for s in LAB.stages], hang)
-    run = run_lab_tests(directory, "lab8_5", extra=(f"--basetemp={tmp_path / 'runs'}",))
+    run = run_stage_tests(directory, [LAB.stage("8.5")], extra=(f"--basetemp={tmp_path / 'runs'}",))
     failed = [o for o in run.outcomes if not o.passed]
     assert failed, "the hanging implementation must be red"
     assert "INTERNALERROR" not in run.output, run.output[-3000:]
@@ -83,7 +83,7 @@ def test_a_read_that_blocks_the_event_loop_on_a_fifo_is_released_and_told_why(
     partial = COURSE_ROOT / "grader/examples/submissions/partial" / LAB.stage("8.1").modules[0]
     directory = build(LAB, practice_base, tmp_path / "blocking", [])
     (directory / LAB.stage("8.1").modules[0]).write_bytes(partial.read_bytes())
-    run = run_lab_tests(directory, "lab8_1", extra=("-k", "fifo"))
+    run = run_stage_tests(directory, [LAB.stage("8.1")], extra=("-k", "fifo"))
     assert len(run.outcomes) >= 3 and not any(o.passed for o in run.outcomes), run.output[-3000:]
     for outcome in run.outcomes:
         assert "waited" in outcome.message and "FIFO" in outcome.message, outcome.message[:500]

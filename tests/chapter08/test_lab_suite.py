@@ -72,6 +72,25 @@ def test_a_lab_run_loads_pytest_timeout_and_no_other_installed_plugin(
     )
 
 
+def test_a_stage_run_collects_only_the_stages_files_and_skips_a_missing_one(
+    tmp_path: Path,
+) -> None:
+    # A stage run names its stages' test files beside -m (collecting all of the lab's tests
+    # to keep one stage's costs about half of a short run), and leaves out a file the
+    # directory no longer has: pytest would refuse the whole run for a missing path.
+    read, paths = LAB.stage("8.1"), LAB.stage("8.2")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "pyproject.toml").write_text("[tool.pytest.ini_options]\n")
+    marked = f"import pytest\n\npytestmark = pytest.mark.{read.marker}\n\n\n"
+    (tmp_path / "tests" / read.tests).write_text(marked + "def test_in_its_file():\n    pass\n")
+    (tmp_path / "tests" / "test_elsewhere.py").write_text(
+        marked + "def test_marked_in_another_file():\n    pass\n"
+    )
+    assert not (tmp_path / "tests" / paths.tests).exists()
+    run = run_stage_tests(tmp_path, [read, paths])
+    assert [o.name for o in run.outcomes] == ["test_in_its_file"], run.output[-2000:]
+
+
 LEFT_BEHIND = """
 import asyncio
 import gc

@@ -20,6 +20,7 @@ from coursekit.commands._common import (
 )
 from coursekit.commands.check import check_stage
 from coursekit.practice_dir import PracticeDir, StageResult
+from coursekit.runner import TestRun
 
 
 @dataclass
@@ -61,8 +62,7 @@ def run(args: argparse.Namespace) -> int:
                 (watched,) = directory.results(ran, [chosen])
                 upcoming = None if watched.state == "passed" else watched
             else:
-                ran = run_stages(directory)
-                upcoming = next_stage(directory.results(ran))
+                ran, upcoming = _next_stage_after_a_save(directory, current)
             upcoming_id = None if upcoming is None else upcoming.stage.id
             if current is not None and upcoming_id != current:
                 # The stage being worked on is green now: say so before moving on.
@@ -86,6 +86,23 @@ def run(args: argparse.Namespace) -> int:
         return 130
     finally:
         changes.close()
+
+
+def _next_stage_after_a_save(
+    directory: PracticeDir, current: str | None
+) -> tuple[TestRun, StageResult | None]:
+    """The run to show and the first stage not green. While a stage is red, a save runs its
+    tests alone (seconds, where every stage started takes half a minute once Lab 8.5 is
+    among them); once it is green, every stage started runs again, so a save that broke an
+    earlier stage is caught before the watch moves on."""
+    if current is not None:
+        stage = directory.stage(current)
+        ran = run_stages(directory, [stage])
+        (watched,) = directory.results(ran, [stage])
+        if watched.state != "passed":
+            return ran, watched
+    ran = run_stages(directory)
+    return ran, next_stage(directory.results(ran))
 
 
 def _say_done(directory: PracticeDir, stage_id: str | None, optional: StageResult | None) -> None:

@@ -227,9 +227,21 @@ def test_watch_reruns_on_save_until_every_core_stage_is_green(fresh: Path, tmp_p
     with Watch(directory) as watch:
         assert watch.waiting.wait(240), "watch never started waiting: " + watch.output
         assert any("Stage 8.6" in line for line in watch.seen)
+        # A save that leaves the stage red runs that stage's tests alone (a quick answer).
+        saved = len(watch.seen)
+        watch.waiting.clear()
+        module = directory / LAB.stage("8.6").modules[0]
+        module.write_text(module.read_text() + "# started\n")
+        assert watch.waiting.wait(240), "watch never waited again after a save: " + watch.output
+        rerun = "".join(watch.seen[saved:])
+        assert "Running the tests of stage 8.6" in rerun and "every stage" not in rerun, rerun
+        saved = len(watch.seen)
         solve(directory, "8.6")
         assert watch.process.wait(timeout=240) == 0
     output = watch.output
+    # Once it is green, every stage started runs again before the watch moves on.
+    last = "".join(watch.seen[saved:])
+    assert last.index("Running the tests of every stage") < last.index("Every core stage"), last
     assert "Every core stage is green" in output
     assert "watch 8.7" in output, "a green core points at watching the optional stages"
     celebrated = output.index("✓ Stage 8.6 is green")

@@ -19,6 +19,7 @@ from coursekit.commands._common import (
     styled,
 )
 from coursekit.commands.check import check_stage
+from coursekit.lab import Stage
 from coursekit.practice_dir import PracticeDir, StageResult
 from coursekit.runner import TestRun
 
@@ -58,8 +59,7 @@ def run(args: argparse.Namespace) -> int:
         while True:
             upcoming: StageResult | None
             if chosen is not None:
-                ran = run_stages(directory, [chosen])
-                (watched,) = directory.results(ran, [chosen])
+                ran, watched = _run_alone(directory, chosen)
                 upcoming = None if watched.state == "passed" else watched
             else:
                 ran, upcoming = _next_stage_after_a_save(directory, current)
@@ -96,13 +96,17 @@ def _next_stage_after_a_save(
     among them); once it is green, every stage started runs again, so a save that broke an
     earlier stage is caught before the watch moves on."""
     if current is not None:
-        stage = directory.stage(current)
-        ran = run_stages(directory, [stage])
-        (watched,) = directory.results(ran, [stage])
+        ran, watched = _run_alone(directory, directory.stage(current))
         if watched.state != "passed":
             return ran, watched
     ran = run_stages(directory)
     return ran, next_stage(directory.results(ran))
+
+
+def _run_alone(directory: PracticeDir, stage: Stage) -> tuple[TestRun, StageResult]:
+    ran = run_stages(directory, [stage])
+    (result,) = directory.results(ran, [stage])
+    return ran, result
 
 
 def _say_done(directory: PracticeDir, stage_id: str | None, optional: StageResult | None) -> None:

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from picourse.abort import AbortSignal
 from picourse.coding_tools.details import ReadDetails
 from picourse.coding_tools.errors import PathError, describe_os_error
+from picourse.coding_tools.files import file_stamp
 from picourse.coding_tools.options import CodingToolOptions
 from picourse.coding_tools.paths import resolve_path
 from picourse.coding_tools.threads import in_thread
@@ -184,7 +185,7 @@ def _scan_open(
     max_bytes: int,
     stop: threading.Event,
 ) -> _Scan:
-    identity = _identity(status)
+    identity = file_stamp(status)  # any write changes ctime: the index is then dropped
     chunk = _read_chunk(fd, _BINARY_SNIFF_BYTES, stop)
     if b"\0" in chunk:
         raise _ReadRefused(
@@ -252,14 +253,9 @@ def _scan_open(
         if len(window) < max_lines and used + cost <= max_bytes:
             window.append(bytes(pending))
     total = line if unterminated else line - 1
-    if index is None and _settled(status, started_ns) and _identity(os.fstat(fd)) == identity:
+    if index is None and _settled(status, started_ns) and file_stamp(os.fstat(fd)) == identity:
         _LINE_INDEX.put(identity, _LineIndex(total, tuple(checkpoints)))
     return _Scan(identity[2], total, window)
-
-
-def _identity(status: os.stat_result) -> tuple[int, int, int, int, int]:
-    """What must stay the same for a line index to stay true: any write changes ctime."""
-    return (status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns, status.st_ctime_ns)
 
 
 def _settled(status: os.stat_result, started_ns: int) -> bool:

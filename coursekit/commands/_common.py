@@ -63,6 +63,19 @@ def run_stages(directory: PracticeDir, stages: list[Stage] | None = None) -> Tes
     return directory.run(stages)
 
 
+def run_stage(directory: PracticeDir, stage: Stage) -> tuple[TestRun, StageResult]:
+    """Run one stage's tests: the run and the stage's result in it."""
+    ran = run_stages(directory, [stage])
+    (result,) = directory.results(ran, [stage])
+    return ran, result
+
+
+def run_to_next_stage(directory: PracticeDir) -> tuple[TestRun, StageResult | None]:
+    """Run every stage started: the run and the first stage in it not green (``next_stage``)."""
+    ran = run_stages(directory)
+    return ran, next_stage(directory.results(ran))
+
+
 def styled(*parts: str | tuple[str, str]) -> Text:
     """Literal text with some parts coloured: styled(("✗", "red"), " ", name)."""
     return Text.assemble(*parts)

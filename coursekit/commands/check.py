@@ -9,9 +9,9 @@ from coursekit.commands._common import (
     command,
     console,
     failure_text,
-    next_stage,
     practice_dir,
-    run_stages,
+    run_stage,
+    run_to_next_stage,
     show_diagnosis,
     show_failure,
     shown_path,
@@ -42,8 +42,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         # One run of every stage started finds the first one not green and already holds its
         # results (a stage not started yet runs on its own).
-        every_stage = run_stages(directory)
-        upcoming = next_stage(directory.results(every_stage))
+        every_stage, upcoming = run_to_next_stage(directory)
         if upcoming is None:
             console.print(
                 f"Every stage is green. Try breaking one: {command(directory, 'break', '8.1')}"
@@ -61,8 +60,9 @@ def check_stage(
     """Show the stage's result: from ``ran`` when it holds the stage's tests, else a new run."""
     stage = directory.stage(stage_id)
     if ran is None or not ran.in_file(stage.tests):
-        ran = run_stages(directory, [stage])
-    (result,) = directory.results(ran, [stage])
+        ran, result = run_stage(directory, stage)
+    else:
+        (result,) = directory.results(ran, [stage])
     if verbose:
         console.print(ran.output, markup=False)
     console.print(f"{stage_title(stage)}: {test_counts(result)} tests pass.")

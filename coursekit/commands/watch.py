@@ -13,13 +13,12 @@ from coursekit.commands._common import (
     add_dir_option,
     command,
     console,
-    next_stage,
     practice_dir,
-    run_stages,
+    run_stage,
+    run_to_next_stage,
     styled,
 )
 from coursekit.commands.check import check_stage
-from coursekit.lab import Stage
 from coursekit.practice_dir import PracticeDir, StageResult
 from coursekit.runner import TestRun
 
@@ -59,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
         while True:
             upcoming: StageResult | None
             if chosen is not None:
-                ran, watched = _run_alone(directory, chosen)
+                ran, watched = run_stage(directory, chosen)
                 upcoming = None if watched.state == "passed" else watched
             else:
                 ran, upcoming = _next_stage_after_a_save(directory, current)
@@ -96,17 +95,10 @@ def _next_stage_after_a_save(
     among them); once it is green, every stage started runs again, so a save that broke an
     earlier stage is caught before the watch moves on."""
     if current is not None:
-        ran, watched = _run_alone(directory, directory.stage(current))
+        ran, watched = run_stage(directory, directory.stage(current))
         if watched.state != "passed":
             return ran, watched
-    ran = run_stages(directory)
-    return ran, next_stage(directory.results(ran))
-
-
-def _run_alone(directory: PracticeDir, stage: Stage) -> tuple[TestRun, StageResult]:
-    ran = run_stages(directory, [stage])
-    (result,) = directory.results(ran, [stage])
-    return ran, result
+    return run_to_next_stage(directory)
 
 
 def _say_done(directory: PracticeDir, stage_id: str | None, optional: StageResult | None) -> None:

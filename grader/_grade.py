@@ -1,7 +1,9 @@
 """Grade a folder of submissions: isolated runs in parallel, results written atomically per
 submission, class reports rebuilt from every result in OUT. Rerunning resumes: a submission
 whose input and grading key are unchanged is not graded again (unless ``regrade``). Where
-the jobs' CPU use cannot be held apart, a timeout under CPU pressure is graded again alone.
+the jobs' CPU use cannot be held apart, a timeout under CPU pressure is graded again alone,
+and so is a job that ran while its uid's shared kernel counters were used up (a normal
+user's jobs share one uid: _shared_counters.py).
 
 No one submission stops the run: whatever goes wrong while grading it is recorded as its
 result. The student's own failures are ``invalid``, ``crashed`` or ``timeout``; the grader's
@@ -21,6 +23,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import psutil
 
@@ -28,6 +31,7 @@ from coursekit.lab import load_lab
 from grader import _sandbox
 from grader._intake import InvalidSubmission, Submission, survey
 from grader._session import GradingSession
+from grader._shared_counters import SharedCounters
 from grader._starvation import StallMeter, maybe_starved
 from grader._store import ResultStore
 from grader.model import SubmissionResult
@@ -80,18 +84,26 @@ def grade_submissions(
                 s for s in found if options.regrade or not _up_to_date(store, s, session.key)
             ]
             # Without a cpu cgroup per job, a job that runs many busy processes can starve
-            # its neighbours into a timeout: such a timeout is graded again, alone.
-            cpu_shared = min(options.jobs, len(pending)) > 1 and not users.isolates_cpu
+            # its neighbours into a timeout: such a timeout is graded again, alone. Jobs of
+            # one uid can use up what the kernel counts per uid: a job that ran meanwhile
+            # is graded again, alone, too.
+            side_by_side = min(options.jobs, len(pending)) > 1
+            cpu_shared = side_by_side and not users.isolates_cpu
             again: list[Submission] = []
-            with ThreadPoolExecutor(max_workers=max(1, options.jobs)) as pool:
+            with (
+                SharedCounters(watched=side_by_side and users.shares_uid) as counters,
+                ThreadPoolExecutor(max_workers=max(1, options.jobs)) as pool,
+            ):
                 futures = {pool.submit(_measured, session, s): s for s in pending}
                 try:
                     for future in as_completed(futures):
-                        result, stall_share = future.result()
-                        if cpu_shared and maybe_starved(result, stall_share):
+                        run = future.result()
+                        if (
+                            cpu_shared and maybe_starved(run.result, run.stall_share)
+                        ) or counters.used_up(run.started, run.ended):
                             again.append(futures[future])
                         else:
-                            _finish(out, store, result, on_done)
+                            _finish(out, store, run.result, on_done)
                 except BaseException:
                     pool.shutdown(cancel_futures=True)
                     raise
@@ -122,13 +134,18 @@ def _holding(out: Path) -> Iterator[None]:
         yield
 
 
-def _measured(
-    session: GradingSession, submission: Submission
-) -> tuple[SubmissionResult, float | None]:
-    """The result, and the share of its run in which some task waited for a CPU."""
+class _Run(NamedTuple):
+    result: SubmissionResult
+    stall_share: float | None  # the share of the run in which some task waited for a CPU
+    started: float  # time.monotonic()
+    ended: float
+
+
+def _measured(session: GradingSession, submission: Submission) -> _Run:
     meter = StallMeter()
+    started = time.monotonic()
     result = session.grade(submission)
-    return result, meter.share()
+    return _Run(result, meter.share(), started, time.monotonic())
 
 
 def _finish(

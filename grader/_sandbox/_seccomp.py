@@ -6,6 +6,12 @@ adds to its uid's user keyring stays there for the next job of that pool uid. No
 a keyring, so a job gets none: add_key, request_key and keyctl fail with EPERM, as in
 Docker's default profile.
 
+inotify instances are counted per real uid (128 by default), and as a normal user every job
+runs as the grader's uid: a job that opened them all would leave the grader's user without
+any (the instructor's editor, file watchers) until it ended. No lab test watches files, so
+inotify_init and inotify_init1 fail with EPERM too. (The uid's other shared counters, epoll
+watches and pipe buffers, every event loop and pipe needs: ``grader/_shared_counters.py``.)
+
 Two calls are refused only with some arguments, where a job would stall or shut out the
 jobs beside it through what it shares with them (as a normal user, the grader's own uid):
 ``fcntl(F_SETLEASE)``, whose lease on a file of that uid (the venv, the pristine tests)
@@ -24,7 +30,7 @@ import os
 import platform
 import tempfile
 
-DENIED = ("add_key", "request_key", "keyctl")
+DENIED = ("add_key", "request_key", "keyctl", "inotify_init", "inotify_init1")
 _F_SETLEASE = 1024  # fcntl.F_SETLEASE, which Python names only on Linux
 _CLONE_NEWUSER = 0x10000000
 

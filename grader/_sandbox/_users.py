@@ -84,6 +84,9 @@ class UserPool:
         # cgroup each: root, where writable); without it, a job that runs many busy
         # processes takes the cores from its neighbours.
         self.isolates_cpu = all(t is not None and "cpu" in t.limited for t in claimed)
+        # Whether every job runs as one uid (a normal user's, the grader's own): its jobs
+        # share the kernel's per-user counters (see grader/_shared_counters.py).
+        self.shares_uid = not self._root
 
     @contextlib.contextmanager
     def user(self) -> Iterator[JobUser | None]:

@@ -464,6 +464,10 @@ def test_no_user_namespace_can_be_made():
     worker.join()
     assert ran == [1]
 
+def test_no_inotify_instance_can_be_made():
+    ctypes.set_errno(0)
+    assert libc.inotify_init1(0) == -1 and ctypes.get_errno() == errno.EPERM
+
 def test_a_process_holds_at_most_1024_descriptors():
     held = []
     try:
@@ -481,14 +485,16 @@ def test_a_job_cannot_stall_or_shut_out_the_jobs_beside_it(tmp_path: Path) -> No
     """As a normal user every job runs as the grader's own uid: a write lease on a file that
     uid shares with the others (the venv, the pristine tests) made every neighbour that
     opened it wait 45 s, again and again, into a timeout; nested user namespaces used up the
-    uid's max_user_namespaces, so no neighbour's sandbox could start. The seccomp filter
-    refuses both; the descriptor limit keeps a job's share of the machine's open files
-    (fs.file-max) small. Refused as root too, where the job's own files would allow them."""
+    uid's max_user_namespaces, so no neighbour's sandbox could start; a job could take every
+    inotify instance of the uid from the grader's user. The seccomp filter refuses them; the
+    descriptor limit keeps a job's share of the machine's open files (fs.file-max) small.
+    Refused as root too, where the job's own files would allow them."""
     stalls = job(tmp_path, "stalls", SHARED_STALLS)
     results = run_alone(stalls)
     assert results == {
         "test_no_lease_can_stall_whoever_opens_a_file_next": True,
         "test_no_user_namespace_can_be_made": True,
+        "test_no_inotify_instance_can_be_made": True,
         "test_a_process_holds_at_most_1024_descriptors": True,
     }, results.output
 

@@ -37,6 +37,7 @@ from grader import (
     _grade,
     _sandbox,
     _session,
+    _shared_counters,
     _starvation,
     grade_submissions,
 )
@@ -735,6 +736,113 @@ def test_a_timeout_beside_jobs_that_could_take_its_cpu_is_graded_again_alone(
         assert not again, f"graded again although no neighbour could starve it: {again}"
         assert book == {"starved": "timeout", "hangs": "timeout"} | steady
         assert [t.status for t in slowed] == ["failed"]
+
+
+class CountersUsedUp:
+    """Two jobs side by side, for sure (a barrier), then one at a time. While ``takes-all``
+    first runs, the uid's shared counters read used up, and both jobs wait until the watch
+    has recorded a look (the probe, patched) that saw it: the look after it has begun;
+    ``neighbour`` fails its test then (its event loop could not start) and passes alone."""
+
+    def __init__(self, watched: bool) -> None:
+        self._watched = watched
+        self._lock = threading.Lock()
+        self._side_by_side = threading.Barrier(2, timeout=60)
+        self.used_up = threading.Event()
+        self.seen = threading.Event()
+        self._reported = False
+        self.looks = 0
+        self.starts: list[tuple[str, int]] = []
+        self._running = 0
+
+    def probe(self) -> str | None:
+        with self._lock:
+            self.looks += 1
+        if self._reported:
+            self.seen.set()
+        if not self.used_up.is_set():
+            return None
+        self._reported = True
+        return "epoll watches (fs.epoll.max_user_watches)"
+
+    def __call__(self, workdir: Path, scratch: Path, *args: Any, **kwargs: Any) -> Any:
+        behaviour = args[3].files[str(READ)].decode().split()[-1]
+        with self._lock:
+            self._running += 1
+            self.starts.append((behaviour, self._running))
+            first = [b for b, _ in self.starts].count(behaviour) == 1
+        try:
+            decided = {"type": "test", "nodeid": FIRST_READ_TEST, "passed": True}
+            if first:
+                self._side_by_side.wait()
+                if behaviour == "takes-all":
+                    self.used_up.set()
+                if self._watched:
+                    assert self.seen.wait(60), "the watch never looked at the counters"
+                self._side_by_side.wait()  # both runs end after the look
+                self.used_up.clear()
+                if behaviour == "neighbour":
+                    message = "OSError: [Errno 28] No space left on device"
+                    decided |= {"passed": False, "message": message}
+            outcome = _sandbox.RunOutcome(isolation="fake", exit_code=0)
+            outcome.records = [{"type": "start"}, decided, {"type": "end", "exitstatus": 0}]
+            return outcome
+        finally:
+            with self._lock:
+                self._running -= 1
+
+
+@pytest.mark.parametrize("shares_uid", [True, False], ids=["one-uid", "a-uid-per-job"])
+def test_a_job_beside_one_that_used_up_the_uids_counters_is_graded_again_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shares_uid: bool
+) -> None:
+    """As a normal user every job runs as the grader's uid, and the kernel counts epoll
+    watches and pipe buffers per uid: a job that took them all failed its neighbour's event
+    loops (ENOSPC), and that neighbour kept the score. Now a job that ran while a look saw
+    them used up is graded again with no other job running; as root (a uid per job)
+    nothing is shared and nothing is watched."""
+    sandbox = CountersUsedUp(watched=shares_uid)
+    monkeypatch.setattr(_sandbox, "run_tests", sandbox)
+    monkeypatch.setattr(_shared_counters, "_Probe", lambda: _Looks(sandbox.probe))
+
+    class Pool(_sandbox.UserPool):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.isolates_cpu = True  # no timeout here: only the counters may decide
+            self.shares_uid = shares_uid
+
+    monkeypatch.setattr(_sandbox, "UserPool", Pool)
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    for name in ("takes-all", "neighbour"):
+        student(subs, name, name)
+    grade_submissions(subs, out, GradeOptions(jobs=2))
+    stored = ResultStore(out).load("neighbour")
+    assert stored is not None
+    neighbour = [t.status for t in stored.tests if t.nodeid == FIRST_READ_TEST]
+    again = sandbox.starts[2:]
+    if shares_uid:
+        assert sorted(again) == [("neighbour", 1), ("takes-all", 1)], (
+            "each job that ran while the uid's counters were used up is graded once more, "
+            f"with no other job running: {sandbox.starts}"
+        )
+        assert neighbour == ["passed"], "the run alone is the one that counts"
+    else:
+        assert not again and sandbox.looks == 0, (sandbox.starts, sandbox.looks)
+        assert neighbour == ["failed"]
+
+
+class _Looks:
+    """A stand-in for the probe's descriptors: each call is one look."""
+
+    def __init__(self, look: Any) -> None:
+        self._look = look
+
+    def __call__(self) -> str | None:
+        found: str | None = self._look()
+        return found
+
+    def close(self) -> None:
+        """Nothing was opened."""
 
 
 @pytest.mark.parametrize(

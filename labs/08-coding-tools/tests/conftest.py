@@ -36,8 +36,9 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     config.addinivalue_line(
         "markers",
-        "watches_the_event_loop: the test's own event loop must run while a tool call runs "
-        "(the grader runs such a test in the process of the tools)",
+        "watches_the_event_loop: the test's own event loop must run while a tool call runs, "
+        "or must reach the call within one of its steps (the grader runs such a test in the "
+        "process of the tools)",
     )
 
 

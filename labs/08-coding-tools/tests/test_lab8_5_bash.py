@@ -1449,6 +1449,7 @@ def test_flooding_both_pipes_far_past_the_buffer_never_deadlocks(workspace: Path
 
 
 @pytest.mark.challenge
+@pytest.mark.watches_the_event_loop  # the abort must land before the 1 ms timer fires
 def test_timeout_and_abort_together_give_one_result(workspace: Path) -> None:
     command = script(workspace, "both.py", FAMILY)
 

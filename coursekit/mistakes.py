@@ -5,8 +5,10 @@ A signature is computed once per course release (``python -m grader signatures``
 in ``labs/NN-*/mistakes.json`` with a key of the lab tests and ``lab.toml``: what a student
 release ships, so students are diagnosed without the solution (or the mutants' patches,
 which quote it and live with it). When the key no longer matches, the signatures are stale
-and nothing is diagnosed: a diagnosis from other tests would be a guess. (A change of the
-solution or of a mutant's patch alone can change a signature too: regenerate after one.)
+and nothing is diagnosed: a diagnosis from other tests would be a guess. A change of the
+solution or of a mutant's patch alone can change a signature too, but students and the
+Gradescope bundle have no solution to hash: the file also records ``solution_key``, which
+only the project's tests compare (a stale one fails them until the signatures are made again).
 
 The measure is Jaccard similarity between the failing tests of a stage and a signature,
 |F ∩ S| / |F ∪ S|. A match needs at least ``THRESHOLD`` and, when two mistakes come equally
@@ -26,7 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from coursekit.assemble import assemble_practice_dir
-from coursekit.lab import Lab, Mutant, Stage
+from coursekit.lab import MUTANT_PATCHES, Lab, Mutant, Stage
+from coursekit.layout import solution_root
 from coursekit.runner import NOT_IMPLEMENTED, over_a_time_limit, run_lab_tests, run_stage_tests
 
 THRESHOLD = 0.6
@@ -67,6 +70,18 @@ def signature_key(lab: Lab, tests_dir: Path | None = None) -> str:
             copy = (tests_dir or lab.tests_dir) / name
             hasher.update(str(name).encode())
             hasher.update(copy.read_bytes() if copy.is_file() else b"missing")
+    return hasher.hexdigest()[:16]
+
+
+def solution_key(lab: Lab) -> str:
+    """Changes whenever the solution or its mutants' patches change: the code the
+    signatures were made from (kept in the kit's checkout, never shipped to students)."""
+    root = solution_root(lab.root.name)
+    hasher = hashlib.sha256()
+    for path in sorted([root / MUTANT_PATCHES, *root.rglob("*.py")]):
+        if "__pycache__" not in path.parts:
+            hasher.update(str(path.relative_to(root)).encode())
+            hasher.update(path.read_bytes())
     return hasher.hexdigest()[:16]
 
 
@@ -111,7 +126,11 @@ def compute_signatures(
 
 def write_signatures(lab: Lab, signatures: dict[str, dict[str, list[str]]]) -> Path:
     path = lab.root / SIGNATURES_FILE
-    document = {"key": signature_key(lab), "stages": signatures}
+    document = {
+        "key": signature_key(lab),
+        "solution_key": solution_key(lab),
+        "stages": signatures,
+    }
     path.write_text(json.dumps(document, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     return path
 

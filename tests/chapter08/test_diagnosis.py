@@ -4,6 +4,7 @@ honest, unfinished or differently wrong submission is never told it made one."""
 from __future__ import annotations
 
 import itertools
+import json
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,13 @@ from pytest_timeout import PYTEST_FAILURE_MESSAGE as TEST_TIMEOUT
 
 from coursekit import load_lab, mistakes
 from coursekit.lab import Mutant, Stage
-from coursekit.mistakes import diagnose, load_signatures, signature_key
+from coursekit.mistakes import (
+    SIGNATURES_FILE,
+    diagnose,
+    load_signatures,
+    signature_key,
+    solution_key,
+)
 from coursekit.runner import TestOutcome, TestRun, run_stage_tests
 from grader._diagnosis import Diagnoser
 from grader.model import SubmissionResult, TestResult
@@ -35,6 +42,18 @@ def current_signatures() -> dict[str, dict[str, frozenset[str]]]:
 
 def failures_of(tests: frozenset[str]) -> list[tuple[str, str]]:
     return [(f"tests/{name}", ASSERTION) for name in sorted(tests)]
+
+
+def test_the_signatures_were_made_from_this_solution_and_its_mutants() -> None:
+    # The key students' copies check covers the lab tests and lab.toml only (they have no
+    # solution); a change of the solution or of a patch changed a mutant's failures unseen
+    # (one went from 3 failing tests to 36, and was no longer diagnosed).
+    recorded = json.loads((LAB.root / SIGNATURES_FILE).read_text(encoding="utf-8"))
+    assert recorded.get("solution_key") == solution_key(LAB), (
+        "labs/08-coding-tools/mistakes.json was made from another solution or other mutant "
+        "patches than solutions/08-coding-tools holds now: run `python -m grader "
+        "signatures` and commit the file"
+    )
 
 
 def test_every_catalogued_mistake_has_a_current_signature() -> None:

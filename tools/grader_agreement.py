@@ -1,6 +1,6 @@
 """Does the grader fail every catalogued mistake exactly as the lab suite does?
 
-    .venv/bin/python tools/grader_agreement.py                 # every mutant (about 30 min)
+    .venv/bin/python tools/grader_agreement.py                 # every mutant (about 50 min)
     .venv/bin/python tools/grader_agreement.py --stage 8.2 --stage 8.5 --jobs 2
 
 The lab suite's verdict on each catalogued mutant (``lab.toml`` lists them, the solution's

@@ -22,7 +22,7 @@ import tracemalloc
 import xml.etree.ElementTree as ET
 import zipfile
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -652,15 +652,14 @@ def test_in_host_tests_cut_short_make_a_crash_that_says_how_and_a_restart_is_not
 FIRST_READ_TEST = "tests/test_lab8_1_read.py::test_lines_are_numbered_and_details_describe_the_file"
 
 
-class ContendedSandbox:
-    """Four jobs that run side by side, for sure (a barrier), then one at a time: beside its
-    neighbours only, ``starved`` meets the wall and ``slowed`` a test's timeout; ``hangs``
-    meets the wall however it runs, ``steady`` never does. Records how many jobs ran when
-    each started."""
+class SideBySideSandbox:
+    """A stand-in for the sandbox whose jobs' first runs all start side by side, for sure (a
+    barrier), and whose later runs go one at a time; the behaviour is the student's read.py
+    last word. Records how many jobs ran when each started."""
 
-    def __init__(self) -> None:
+    def __init__(self, jobs: int) -> None:
         self._lock = threading.Lock()
-        self._side_by_side = threading.Barrier(4, timeout=60)
+        self._side_by_side = threading.Barrier(jobs, timeout=60)
         self.running = 0
         self.starts: list[tuple[str, int]] = []
 
@@ -673,19 +672,33 @@ class ContendedSandbox:
         try:
             if first:
                 self._side_by_side.wait()
-            outcome = _sandbox.RunOutcome(isolation="fake", exit_code=1)
-            decided = {"type": "test", "nodeid": FIRST_READ_TEST, "passed": True}
-            if behaviour == "slowed" and first:
-                decided |= {"passed": False, "message": "Failed: " + TEST_TIMEOUT % 60}
-            outcome.records = [{"type": "start"}, decided]
-            if behaviour == "hangs" or (behaviour == "starved" and first):
-                outcome.timed_out = True
-            else:
-                outcome.records.append({"type": "end", "exitstatus": 0})
-            return outcome
+            return self.run(behaviour, first)
         finally:
             with self._lock:
                 self.running -= 1
+
+    def run(self, behaviour: str, first: bool) -> _sandbox.RunOutcome:
+        raise NotImplementedError
+
+
+class ContendedSandbox(SideBySideSandbox):
+    """Four jobs: beside its neighbours only, ``starved`` meets the wall and ``slowed`` a
+    test's timeout; ``hangs`` meets the wall however it runs, ``steady`` never does."""
+
+    def __init__(self) -> None:
+        super().__init__(4)
+
+    def run(self, behaviour: str, first: bool) -> _sandbox.RunOutcome:
+        outcome = _sandbox.RunOutcome(isolation="fake", exit_code=1)
+        decided = {"type": "test", "nodeid": FIRST_READ_TEST, "passed": True}
+        if behaviour == "slowed" and first:
+            decided |= {"passed": False, "message": "Failed: " + TEST_TIMEOUT % 60}
+        outcome.records = [{"type": "start"}, decided]
+        if behaviour == "hangs" or (behaviour == "starved" and first):
+            outcome.timed_out = True
+        else:
+            outcome.records.append({"type": "end", "exitstatus": 0})
+        return outcome
 
 
 @pytest.mark.parametrize(
@@ -738,22 +751,20 @@ def test_a_timeout_beside_jobs_that_could_take_its_cpu_is_graded_again_alone(
         assert [t.status for t in slowed] == ["failed"]
 
 
-class CountersUsedUp:
-    """Two jobs side by side, for sure (a barrier), then one at a time. While ``takes-all``
-    first runs, the uid's shared counters read used up, and both jobs wait until the watch
-    has recorded a look (the probe, patched) that saw it: the look after it has begun;
-    ``neighbour`` fails its test then (its event loop could not start) and passes alone."""
+class CountersUsedUp(SideBySideSandbox):
+    """Two jobs. While ``takes-all`` first runs, the uid's shared counters read used up,
+    and both jobs wait until the watch has recorded a look (the probe, patched) that saw
+    it: the look after it has begun; ``neighbour`` fails its test then (its event loop
+    could not start) and passes alone."""
 
     def __init__(self, watched: bool) -> None:
+        super().__init__(2)
         self._watched = watched
-        self._lock = threading.Lock()
-        self._side_by_side = threading.Barrier(2, timeout=60)
+        self._both_looked_at = threading.Barrier(2, timeout=60)
         self.used_up = threading.Event()
         self.seen = threading.Event()
         self._reported = False
         self.looks = 0
-        self.starts: list[tuple[str, int]] = []
-        self._running = 0
 
     def probe(self) -> str | None:
         with self._lock:
@@ -765,31 +776,21 @@ class CountersUsedUp:
         self._reported = True
         return "epoll watches (fs.epoll.max_user_watches)"
 
-    def __call__(self, workdir: Path, scratch: Path, *args: Any, **kwargs: Any) -> Any:
-        behaviour = args[3].files[str(READ)].decode().split()[-1]
-        with self._lock:
-            self._running += 1
-            self.starts.append((behaviour, self._running))
-            first = [b for b, _ in self.starts].count(behaviour) == 1
-        try:
-            decided = {"type": "test", "nodeid": FIRST_READ_TEST, "passed": True}
-            if first:
-                self._side_by_side.wait()
-                if behaviour == "takes-all":
-                    self.used_up.set()
-                if self._watched:
-                    assert self.seen.wait(60), "the watch never looked at the counters"
-                self._side_by_side.wait()  # both runs end after the look
-                self.used_up.clear()
-                if behaviour == "neighbour":
-                    message = "OSError: [Errno 28] No space left on device"
-                    decided |= {"passed": False, "message": message}
-            outcome = _sandbox.RunOutcome(isolation="fake", exit_code=0)
-            outcome.records = [{"type": "start"}, decided, {"type": "end", "exitstatus": 0}]
-            return outcome
-        finally:
-            with self._lock:
-                self._running -= 1
+    def run(self, behaviour: str, first: bool) -> _sandbox.RunOutcome:
+        decided = {"type": "test", "nodeid": FIRST_READ_TEST, "passed": True}
+        if first:
+            if behaviour == "takes-all":
+                self.used_up.set()
+            if self._watched:
+                assert self.seen.wait(60), "the watch never looked at the counters"
+            self._both_looked_at.wait()  # both runs end after the look
+            self.used_up.clear()
+            if behaviour == "neighbour":
+                message = "OSError: [Errno 28] No space left on device"
+                decided |= {"passed": False, "message": message}
+        outcome = _sandbox.RunOutcome(isolation="fake", exit_code=0)
+        outcome.records = [{"type": "start"}, decided, {"type": "end", "exitstatus": 0}]
+        return outcome
 
 
 @pytest.mark.parametrize("shares_uid", [True, False], ids=["one-uid", "a-uid-per-job"])
@@ -834,12 +835,11 @@ def test_a_job_beside_one_that_used_up_the_uids_counters_is_graded_again_alone(
 class _Looks:
     """A stand-in for the probe's descriptors: each call is one look."""
 
-    def __init__(self, look: Any) -> None:
+    def __init__(self, look: Callable[[], str | None]) -> None:
         self._look = look
 
     def __call__(self) -> str | None:
-        found: str | None = self._look()
-        return found
+        return self._look()
 
     def close(self) -> None:
         """Nothing was opened."""

@@ -12,6 +12,11 @@ any (the instructor's editor, file watchers) until it ended. No lab test watches
 inotify_init and inotify_init1 fail with EPERM too. (The uid's other shared counters, epoll
 watches and pipe buffers, every event loop and pipe needs: ``grader/_shared_counters.py``.)
 
+io_uring (io_uring_setup, io_uring_enter, io_uring_register) fails with EPERM as in Docker's
+default profile: a second way into the kernel for what a job can already do with plain
+calls, with its own history of privilege escalations, whose operations this filter could
+not see; no lab test or library a job loads uses it.
+
 Two calls are refused only with some arguments, where a job would stall or shut out the
 jobs beside it through what it shares with them (as a normal user, the grader's own uid):
 ``fcntl(F_SETLEASE)``, whose lease on a file of that uid (the venv, the pristine tests)
@@ -30,7 +35,11 @@ import os
 import platform
 import tempfile
 
-DENIED = ("add_key", "request_key", "keyctl", "inotify_init", "inotify_init1")
+DENIED = (
+    *("add_key", "request_key", "keyctl"),
+    *("inotify_init", "inotify_init1"),
+    *("io_uring_setup", "io_uring_enter", "io_uring_register"),
+)
 _F_SETLEASE = 1024  # fcntl.F_SETLEASE, which Python names only on Linux
 _CLONE_NEWUSER = 0x10000000
 
@@ -64,7 +73,12 @@ def _compiled() -> bytes:
             rules.add_arch(arch)
     refused = seccomp.ERRNO(errno.EPERM)
     for call in DENIED:
-        rules.add_rule(refused, call)
+        try:
+            rules.add_rule(refused, call)
+        except OSError:  # a libseccomp older than the call: refuse to run, never run unfiltered
+            raise FilterUnavailable(
+                f"this libseccomp does not know the system call {call}; a newer one does"
+            ) from None
     lease = seccomp.Arg(1, seccomp.EQ, _F_SETLEASE)
     for call in ("fcntl", "fcntl64") if platform.machine() == "x86_64" else ("fcntl",):
         rules.add_rule(refused, call, lease)

@@ -443,6 +443,7 @@ import ctypes, errno, fcntl, os, threading
 import pytest
 
 F_SETLEASE, CLONE_NEWUSER = 1024, 0x10000000
+IO_URING_SETUP = 425  # the same number on every architecture Linux added it to
 libc = ctypes.CDLL(None, use_errno=True)
 
 def test_no_lease_can_stall_whoever_opens_a_file_next():
@@ -468,6 +469,11 @@ def test_no_inotify_instance_can_be_made():
     ctypes.set_errno(0)
     assert libc.inotify_init1(0) == -1 and ctypes.get_errno() == errno.EPERM
 
+def test_no_io_uring_can_be_set_up():
+    params = ctypes.create_string_buffer(120)  # struct io_uring_params, zeroed
+    ctypes.set_errno(0)
+    assert libc.syscall(IO_URING_SETUP, 1, params) == -1 and ctypes.get_errno() == errno.EPERM
+
 def test_a_process_holds_at_most_1024_descriptors():
     held = []
     try:
@@ -486,7 +492,8 @@ def test_a_job_cannot_stall_or_shut_out_the_jobs_beside_it(tmp_path: Path) -> No
     uid shares with the others (the venv, the pristine tests) made every neighbour that
     opened it wait 45 s, again and again, into a timeout; nested user namespaces used up the
     uid's max_user_namespaces, so no neighbour's sandbox could start; a job could take every
-    inotify instance of the uid from the grader's user. The seccomp filter refuses them; the
+    inotify instance of the uid from the grader's user. io_uring is a way into the kernel no
+    job needs. The seccomp filter refuses them; the
     descriptor limit keeps a job's share of the machine's open files (fs.file-max) small.
     Refused as root too, where the job's own files would allow them."""
     stalls = job(tmp_path, "stalls", SHARED_STALLS)
@@ -495,6 +502,7 @@ def test_a_job_cannot_stall_or_shut_out_the_jobs_beside_it(tmp_path: Path) -> No
         "test_no_lease_can_stall_whoever_opens_a_file_next": True,
         "test_no_user_namespace_can_be_made": True,
         "test_no_inotify_instance_can_be_made": True,
+        "test_no_io_uring_can_be_set_up": True,
         "test_a_process_holds_at_most_1024_descriptors": True,
     }, results.output
 

@@ -21,6 +21,7 @@ from grader._sandbox import (
     UserPool,
     _check,
     _run,
+    _seccomp,
     bwrap_available,
     require_sandbox,
     run_tests,
@@ -211,6 +212,21 @@ def test_without_a_working_sandbox_grading_is_refused_with_what_to_do(
     with pytest.raises(SandboxError, match=r"apt-get install bubblewrap.*--sandbox unsafe-none"):
         require_sandbox("auto", Limits(), None)
     require_sandbox("unsafe-none", Limits(), None)  # asked for by name: allowed
+
+
+def test_a_libseccomp_that_cannot_refuse_a_call_refuses_grading_with_what_to_do(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An older libseccomp knows fewer calls: the filter without one of them would let jobs
+    make it, so no job runs at all."""
+    assert bwrap_available(), "bubblewrap and setpriv are needed (.ci/run installs them)"
+    monkeypatch.setattr(_seccomp, "DENIED", (*_seccomp.DENIED, "no_such_call"))
+    _seccomp._compiled.cache_clear()
+    try:
+        with pytest.raises(SandboxError, match=r"system call no_such_call.*install libseccomp"):
+            require_sandbox("bwrap", Limits(), None)
+    finally:
+        _seccomp._compiled.cache_clear()
 
 
 def test_a_sandbox_that_fails_to_start_is_refused_with_its_reason(

@@ -443,7 +443,7 @@ import ctypes, errno, fcntl, os, threading
 import pytest
 
 F_SETLEASE, CLONE_NEWUSER = 1024, 0x10000000
-IO_URING_SETUP = 425  # the same number on every architecture Linux added it to
+IO_URING_SETUP = 425  # on x86_64 and arm64 alike
 libc = ctypes.CDLL(None, use_errno=True)
 
 def test_no_lease_can_stall_whoever_opens_a_file_next():
@@ -493,9 +493,9 @@ def test_a_job_cannot_stall_or_shut_out_the_jobs_beside_it(tmp_path: Path) -> No
     opened it wait 45 s, again and again, into a timeout; nested user namespaces used up the
     uid's max_user_namespaces, so no neighbour's sandbox could start; a job could take every
     inotify instance of the uid from the grader's user. io_uring is a way into the kernel no
-    job needs. The seccomp filter refuses them; the
-    descriptor limit keeps a job's share of the machine's open files (fs.file-max) small.
-    Refused as root too, where the job's own files would allow them."""
+    job needs. The seccomp filter refuses them; the descriptor limit keeps a job's share of
+    the machine's open files (fs.file-max) small. Refused as root too, where the job's own
+    files would allow them."""
     stalls = job(tmp_path, "stalls", SHARED_STALLS)
     results = run_alone(stalls)
     assert results == {

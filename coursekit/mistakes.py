@@ -64,12 +64,11 @@ def signature_key(lab: Lab, tests_dir: Path | None = None) -> str:
     """Changes whenever anything that decides a signature changes. ``tests_dir``: a
     practice directory's copy of the lab tests (the files the lab ships, read there)."""
     hasher = hashlib.sha256((lab.root / "lab.toml").read_bytes())
-    for path in sorted(lab.tests_dir.rglob("*")):
-        if path.is_file() and "__pycache__" not in path.parts and path.suffix == ".py":
-            name = path.relative_to(lab.tests_dir)
-            copy = (tests_dir or lab.tests_dir) / name
-            hasher.update(str(name).encode())
-            hasher.update(copy.read_bytes() if copy.is_file() else b"missing")
+    for path in _python_files(lab.tests_dir):
+        name = path.relative_to(lab.tests_dir)
+        copy = (tests_dir or lab.tests_dir) / name
+        hasher.update(str(name).encode())
+        hasher.update(copy.read_bytes() if copy.is_file() else b"missing")
     return hasher.hexdigest()[:16]
 
 
@@ -78,11 +77,17 @@ def solution_key(lab: Lab) -> str:
     signatures were made from (kept in the kit's checkout, never shipped to students)."""
     root = solution_root(lab.root.name)
     hasher = hashlib.sha256()
-    for path in sorted([root / MUTANT_PATCHES, *root.rglob("*.py")]):
-        if "__pycache__" not in path.parts:
-            hasher.update(str(path.relative_to(root)).encode())
-            hasher.update(path.read_bytes())
+    for path in sorted([root / MUTANT_PATCHES, *_python_files(root)]):
+        hasher.update(str(path.relative_to(root)).encode())
+        hasher.update(path.read_bytes())
     return hasher.hexdigest()[:16]
+
+
+def _python_files(root: Path) -> list[Path]:
+    """The Python source under ``root``, sorted, without compiled caches."""
+    return sorted(
+        path for path in root.rglob("*.py") if path.is_file() and "__pycache__" not in path.parts
+    )
 
 
 def compute_signatures(

@@ -63,9 +63,8 @@ def submission_name(mutant: Mutant) -> str:
 
 
 def stage_submissions(lab: Lab, mutants: list[Mutant], folder: Path) -> None:
-    order = [stage.id for stage in lab.stages]
     for mutant in mutants:
-        solved = order[: order.index(mutant.stage) + 1]
+        solved = [s.id for s in lab.stages_before(mutant.stage)] + [mutant.stage]
         assemble_practice_dir(
             lab, folder / submission_name(mutant), solved_stages=solved, mutant=mutant
         )
@@ -131,7 +130,7 @@ def main() -> int:
         for m in s.mutants
         if not args.mutant or m.name in args.mutant
     ]
-    students = {module for stage in lab.stages for module in stage.modules}
+    students = set(lab.lab_modules)
     mutants = [m for m in chosen if m.module in students]
     for m in chosen:
         if m.module not in students:

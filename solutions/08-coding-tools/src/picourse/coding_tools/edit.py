@@ -103,7 +103,10 @@ async def edit_file(
         old_bytes = len(data)
         for index, (old, new) in enumerate(encoded):
             _replace_once(data, old, new, index, path, signal)
-        return _Change(old_bytes, original, data, "", stamp)
+        # The confirmation and the ledger take bytes: copied here, where running out of
+        # memory is still refused with nothing written, not after the write.
+        wanted = confirming or options.ledger is not None
+        return _Change(old_bytes, original, bytes(data) if wanted else data, "", stamp)
 
     def read_and_apply() -> _Change:
         try:
@@ -141,9 +144,8 @@ async def edit_file(
         else:  # the confirmation gate (8.8)
             change = await in_thread(read_and_apply)
             assert options.confirm is not None and change.original is not None
-            updated = bytes(change.updated)
             decision = await ask_before_change(
-                options.confirm, "edit", path, change.original, updated
+                options.confirm, "edit", path, change.original, bytes(change.updated)
             )
             if decision == "declined":
                 raise ChangeRefused(f"The user declined the edit; {path} is unchanged.")

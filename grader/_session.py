@@ -271,13 +271,10 @@ class _JobNeverStarted(Exception):
 
 def student_modules(lab: Lab) -> list[str]:
     """``src/picourse/coding_tools/read.py`` -> ``picourse.coding_tools.read``."""
-    names = []
-    for stage in lab.stages:
-        for module in stage.modules:
-            names.append(
-                Path(module).relative_to("src").with_suffix("").as_posix().replace("/", ".")
-            )
-    return names
+    return [
+        Path(module).relative_to("src").with_suffix("").as_posix().replace("/", ".")
+        for module in lab.lab_modules
+    ]
 
 
 def grading_key(lab: Lab) -> str:

@@ -251,7 +251,7 @@ def test_an_append_after_the_read_and_before_the_write_is_not_lost(
 # The file's copies an edit may hold, and the memory left above the process for them:
 # plain, not even the file's own copy fits; with a confirmation (which shows the file as it
 # was and as it will be), the file and its original fit and the edited copy does not.
-_MEMORY_CASES = {"plain": ("", 128), "confirmed": (", confirm=approve_all", 2 * 256 + 128)}
+_MEMORY_CASES = {"plain": ({}, 128), "confirmed": ({"confirm": "yes"}, 2 * 256 + 128)}
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="only Linux enforces an address-space limit")
@@ -261,11 +261,11 @@ def test_an_edit_without_the_memory_for_its_file_is_refused_and_writes_nothing(
 ) -> None:
     # 256 MiB of file (sparse) under an address-space limit some MiB above what the process
     # holds: one of the copies the edit makes cannot be made.
-    options, room = _MEMORY_CASES[case]
+    mode, room = _MEMORY_CASES[case]
     result = run_case(
         solved_src,
         tmp_path,
-        """
+        f"""
         import resource
         from picourse.coding_tools.approval import approve_all
 
@@ -273,17 +273,21 @@ def test_an_edit_without_the_memory_for_its_file_is_refused_and_writes_nothing(
         with open(path, "wb") as file:
             file.write(b"old")
             file.truncate(256 << 20)
-        tools = create_coding_tools(sys.argv[1]__OPTIONS__)
+        mode = {mode!r}
+        if mode.get("confirm"):
+            mode["confirm"] = approve_all
+        tools = create_coding_tools(sys.argv[1], **mode)
         with open("/proc/self/status") as status:
             held = next(int(line.split()[1]) for line in status if line.startswith("VmSize:"))
         _, hard = resource.getrlimit(resource.RLIMIT_AS)
-        resource.setrlimit(resource.RLIMIT_AS, ((held << 10) + (__ROOM__ << 20), hard))
-        edit = call(tools, "edit", {"path": "big.txt", "old_text": "old", "new_text": "new"})
+        resource.setrlimit(resource.RLIMIT_AS, ((held << 10) + ({room} << 20), hard))
+        edit = call(tools, "edit", {{"path": "big.txt", "old_text": "old", "new_text": "new"}})
         resource.setrlimit(resource.RLIMIT_AS, (hard, hard))
         with open(path, "rb") as file:
             start = file.read(3)
-        report({"edit": edit, "start": start.decode(), "files": sorted(os.listdir(sys.argv[1]))})
-        """.replace("__OPTIONS__", options).replace("__ROOM__", str(room)),
+        files = sorted(os.listdir(sys.argv[1]))
+        report({{"edit": edit, "start": start.decode(), "files": files}})
+        """,
     )
     edit = result["edit"]
     assert edit["error"] and "Not enough memory to edit big.txt" in edit["text"], (
